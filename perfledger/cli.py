@@ -13,6 +13,9 @@ app = typer.Typer(
 # Each module exposes `register(app)`; keep heavy imports inside the command bodies so `--help` is fast.
 STAGE_CLIS = (
     "flows.cli",
+    "ledger.cli",
+    "collector.cli",
+    "estimator.cli",
 )
 
 for _module in STAGE_CLIS:

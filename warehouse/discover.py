@@ -1,0 +1,181 @@
+"""Find batches in what the user names: a published tree, the aic wheel, or collector output folders.
+
+A batch is one unit of collected content: a version folder
+`<system>/<family>/<backend>/<version>/` of a published tree, or one collector output folder.
+Its system/backend/version come from the layout, from flags, from `batch.yaml`, or from the folder
+name; never from row labels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from schemas.catalog import Catalog, CatalogError, check_safe_name
+
+AIC_PACKAGE = "aic-package"
+STAGING_SUFFIX = "_perf.txt"
+TREE_SIDECARS = ("collection_meta.yaml", "reuse.yaml")
+_CAMPAIGN = re.compile(r"^(?P<backend>[a-z]+)-(?P<version>\d[\w.+]*?)(?:-[a-z][\w-]*)?$")
+
+
+class SourceError(ValueError):
+    """A named source cannot be used at all (missing path, package not installed): a usage error."""
+
+
+@dataclass
+class BatchSource:
+    """One batch to ingest: its identity, its table files and its sidecars."""
+
+    kind: str  # "tree" or "staging"
+    source: str
+    folder: Path
+    system: str
+    backend: str
+    version: str
+    family: str | None
+    files: list[Path]
+    sidecars: list[Path] = field(default_factory=list)
+    _hash: str | None = None
+
+    @property
+    def key(self) -> str:
+        parts = [self.system, self.family, self.backend, self.version] if self.family else [self.system, self.backend, self.version]
+        return "/".join(parts)
+
+    def content_hash(self) -> str:
+        """sha256 over the batch identity and every file's name and bytes (sorted)."""
+        if self._hash is None:
+            digest = hashlib.sha256(f"{self.kind}|{self.key}".encode())
+            for path in sorted([*self.files, *self.sidecars]):
+                digest.update(path.name.encode() + b"\0")
+                digest.update(path.read_bytes())
+            self._hash = digest.hexdigest()
+        return self._hash
+
+    @property
+    def batch_id(self) -> str:
+        return self.content_hash()[:20]
+
+
+@dataclass
+class DiscoveryFailure:
+    source: str
+    error: str
+
+
+def aic_package_root() -> Path:
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    if spec is None or not spec.submodule_search_locations:
+        raise SourceError("aic-package: aiconfigurator-core is not installed (pip install 'perfledger[aic]')")
+    return Path(next(iter(spec.submodule_search_locations))) / "systems" / "data"
+
+
+def _tree_root(path: Path) -> Path | None:
+    for candidate in (path / "systems" / "data", path / "data", path):
+        if candidate.is_dir() and (any(candidate.glob("*/*/*/*/*.parquet")) or any(candidate.glob("*/*/*/*/reuse.yaml"))):
+            return candidate
+    return None
+
+
+def discover(source: str, catalog: Catalog, *, system: str | None = None, backend: str | None = None,
+             version: str | None = None) -> list[BatchSource | DiscoveryFailure]:
+    """All batches under one source argument, in a stable order."""
+    if source == AIC_PACKAGE:
+        return _tree_batches(aic_package_root(), source, catalog)
+    path = Path(source)
+    if not path.exists():
+        raise SourceError(f"{source}: no such file or directory")
+    if not path.is_dir():
+        raise SourceError(f"{source}: expected a folder (collector output, published tree or version folder)")
+    if any(path.glob(f"*{STAGING_SUFFIX}")) or (path / "batch.yaml").exists():
+        return [_staging_batch(path, source, catalog, system, backend, version)]
+    if any(path.glob("*.parquet")):
+        return _tree_batches(path.parents[3], source, catalog, only=path)
+    root = _tree_root(path)
+    if root is None:
+        staging = sorted(p.parent for p in path.glob(f"*/*{STAGING_SUFFIX}"))
+        if staging:
+            return [_staging_batch(folder, str(folder), catalog, system, backend, version) for folder in dict.fromkeys(staging)]
+        raise SourceError(f"{source}: no perf data found (no <table>_perf.txt, no <system>/<family>/<backend>/<version>/ tree)")
+    return _tree_batches(root, source, catalog)
+
+
+def _tree_batches(root: Path, source: str, catalog: Catalog, only: Path | None = None) -> list[BatchSource | DiscoveryFailure]:
+    folders = [only] if only else sorted({p.parent for p in [*root.glob("*/*/*/*/*.parquet"), *root.glob("*/*/*/*/reuse.yaml"),
+                                                               *root.glob(f"*/*/*/*/*{STAGING_SUFFIX}")]})
+    batches: list[BatchSource | DiscoveryFailure] = []
+    for folder in folders:
+        system, family, backend, version = folder.relative_to(root).parts
+        label = f"{source}:{system}/{family}/{backend}/{version}"
+        try:
+            catalog.check_system(system)
+            catalog.check_backend(backend)
+            check_safe_name(version, "version")
+            files = sorted([*folder.glob("*.parquet"), *folder.glob(f"*{STAGING_SUFFIX}")])
+            for file in files:
+                spec = catalog.table(_table_name(file))
+                if spec.family != family:
+                    raise CatalogError(f"{file}: table {spec.name} belongs to family {spec.family!r}, not {family!r}")
+        except CatalogError as exc:
+            batches.append(DiscoveryFailure(label, str(exc)))
+            continue
+        sidecars = [folder / name for name in TREE_SIDECARS if (folder / name).exists()]
+        batches.append(BatchSource("tree", label, folder, system, backend, version, family, files, sidecars))
+    return batches
+
+
+def _table_name(file: Path) -> str:
+    return file.name.removesuffix(".parquet").removesuffix(".txt")
+
+
+def table_of(file: Path) -> str:
+    """The perf table a file holds (its stem)."""
+    return _table_name(file)
+
+
+def _identity_from_folder(folder: Path, catalog: Catalog) -> dict[str, str]:
+    found: dict[str, str] = {}
+    if folder.name in catalog.systems:
+        found["system"] = folder.name
+    for name in (folder.name, folder.parent.name):
+        match = _CAMPAIGN.match(name)
+        if match and match["backend"] in catalog.backends:
+            found.setdefault("backend", match["backend"])
+            found.setdefault("version", match["version"])
+    return found
+
+
+def _staging_batch(folder: Path, source: str, catalog: Catalog, system: str | None, backend: str | None,
+                   version: str | None) -> BatchSource | DiscoveryFailure:
+    batch_yaml = folder / "batch.yaml"
+    try:
+        declared = yaml.safe_load(batch_yaml.read_text()) if batch_yaml.exists() else {}
+        if declared is not None and not isinstance(declared, dict):
+            raise CatalogError(f"{batch_yaml}: expected a mapping with system, backend, version")
+        declared = {k: str(v) for k, v in (declared or {}).items() if k in ("system", "backend", "version")}
+        inferred = _identity_from_folder(folder, catalog)
+        flags = {k: v for k, v in {"system": system, "backend": backend, "version": version}.items() if v}
+        identity = {**inferred, **declared, **flags}
+        missing = [k for k in ("system", "backend", "version") if k not in identity]
+        if missing:
+            raise CatalogError(
+                f"{folder}: cannot determine {', '.join(missing)} of this collector output; pass "
+                f"--{' --'.join(missing)} or write batch.yaml beside the files (never guessed from row labels)")
+        catalog.check_system(identity["system"])
+        catalog.check_backend(identity["backend"])
+        check_safe_name(identity["version"], "version")
+        files = sorted(folder.glob(f"*{STAGING_SUFFIX}"))
+        for file in files:
+            catalog.table(_table_name(file))
+    except (CatalogError, yaml.YAMLError) as exc:
+        return DiscoveryFailure(source, str(exc))
+    sidecars = sorted(p for p in [batch_yaml, folder / "collection_meta.yaml", *folder.glob("errors_*.json"),
+                                  *folder.glob("collector_checkpoint/*/*.json")] if p.exists())
+    return BatchSource("staging", source, folder, identity["system"], identity["backend"], identity["version"],
+                       None, files, sidecars)

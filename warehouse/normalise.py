@@ -1,0 +1,193 @@
+"""Turn one raw source file into curated rows, quarantined rows and repeated-key rows (pure).
+
+Columns are mapped by name, types unified (string/large_string, int64, float64), the folder's
+system/backend/version attached (the row's own `version` is kept as `row_version`), framework labels
+normalised, microsecond metrics given millisecond twins, every row checked against the table's
+contract, and repeated keys resolved first-wins (the public loader's rule) with the repeats kept.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import polars as pl
+
+from schemas.catalog import Catalog, TableSpec
+from schemas.contracts import validate_rows
+from warehouse.readers import ROW_INDEX, RawFile, SourceFileError
+
+DESCRIPTIVE_NON_IDENTITY = ("framework", "version", "device")
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Where a file's rows come from; stamped on every row."""
+
+    batch_id: str
+    system: str
+    family: str
+    backend: str
+    version: str
+    source_file: str
+    ingested_at: datetime
+
+
+@dataclass
+class NormalisedTable:
+    curated: pl.DataFrame
+    quarantine: pl.DataFrame
+    advisories: pl.DataFrame
+    duplicates: pl.DataFrame
+    rows_in: int
+    extra_columns: list[str]
+
+    @property
+    def rows_accepted(self) -> int:
+        return self.curated.height
+
+    @property
+    def rows_quarantined(self) -> int:
+        return self.quarantine["source_row"].n_unique() if not self.quarantine.is_empty() else 0
+
+    @property
+    def rows_duplicate(self) -> int:
+        return self.duplicates.height
+
+
+_BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _cast(column: pl.Series, dtype: pl.DataType) -> pl.Series:
+    """Cast without raising: a value that does not convert becomes null (and is reported by the caller)."""
+    if column.dtype == dtype:
+        return column
+    if dtype == pl.Boolean and column.dtype == pl.String:
+        return column.str.to_lowercase().replace_strict(_BOOL_TEXT, default=None, return_dtype=pl.Boolean)
+    return column.cast(dtype, strict=False)
+
+
+def _target_types(spec: TableSpec, catalog: Catalog) -> dict[str, pl.DataType]:
+    types: dict[str, pl.DataType] = {c: pl.String for c in catalog.descriptive}
+    types.update(spec.keys)
+    types.update({m: pl.Float64 for m in spec.metrics})
+    return types
+
+
+def _check_columns(raw: pl.DataFrame, spec: TableSpec, catalog: Catalog, source: str) -> None:
+    present = set(raw.columns)
+    needed = set(spec.required_columns) | set(catalog.identity)
+    if not spec.legacy_without_descriptive:
+        needed |= set(DESCRIPTIVE_NON_IDENTITY)
+    missing = sorted(needed - present)
+    if missing:
+        raise SourceFileError(source, f"table {spec.name}: missing column(s) {missing}")
+
+
+def normalise_table(raw: RawFile, spec: TableSpec, catalog: Catalog, lineage: Lineage) -> NormalisedTable:
+    """Normalise and validate one file's rows; see the module docstring for the rules."""
+    frame = raw.frame.rename({k: v for k, v in spec.renames.items() if k in raw.frame.columns and v not in raw.frame.columns})
+    _check_columns(frame, spec, catalog, lineage.source_file)
+    types = _target_types(spec, catalog)
+    extras = [c for c in frame.columns if c not in types and c != ROW_INDEX]
+
+    cast_findings: list[pl.DataFrame] = []
+    columns: dict[str, pl.Series] = {}
+    for name, dtype in types.items():
+        if name not in frame.columns:
+            columns[name] = pl.Series(name, [None] * frame.height, dtype=dtype)
+            continue
+        original = frame[name]
+        cast = _cast(original, dtype)
+        failed = original.is_not_null() & cast.is_null()
+        if failed.any():
+            positions = failed.arg_true()
+            cast_findings.append(pl.DataFrame({
+                "row_index": positions.cast(pl.Int64), "check": f"dtype_{dtype}".lower(),
+                "column": name, "value": original.gather(positions).cast(pl.String), "severity": "error",
+            }))
+        columns[name] = cast
+    typed = pl.DataFrame(columns)
+
+    findings = pl.concat([*cast_findings, validate_rows(spec, typed)], how="vertical_relaxed")
+    errors = findings.filter(pl.col("severity") == "error")
+    bad_positions = errors["row_index"].unique()
+
+    curated = _with_lineage(typed, frame, spec, catalog, lineage, extras)
+    keep = ~pl.Series(range(curated.height)).is_in(bad_positions.implode()) if not errors.is_empty() else None
+    accepted = curated.filter(keep) if keep is not None else curated
+    first, repeats = split_repeats(accepted, spec, catalog)
+    return NormalisedTable(
+        curated=first,
+        quarantine=_quarantine_rows(errors, raw, lineage, spec),
+        advisories=_quarantine_rows(findings.filter(pl.col("severity") == "warning"), raw, lineage, spec, keep_raw=False),
+        duplicates=repeats,
+        rows_in=raw.frame.height + len(raw.rejects),
+        extra_columns=extras,
+    )
+
+
+def _with_lineage(typed: pl.DataFrame, frame: pl.DataFrame, spec: TableSpec, catalog: Catalog,
+                  lineage: Lineage, extras: list[str]) -> pl.DataFrame:
+    labels = typed["framework"].unique().to_list()
+    mapping = {label: catalog.normalise_framework(label) for label in labels if label is not None}
+    twins = [(pl.col(m) * 1e-3).alias(m.removesuffix("_us") + "_ms") for m in spec.microsecond_metrics]
+    return typed.with_columns(
+        pl.col("framework").replace_strict(mapping, default=None, return_dtype=pl.String)
+        .fill_null(pl.lit(lineage.backend)).alias("framework"),
+        pl.col("version").alias("row_version"),
+        *twins,
+        *[frame[c].cast(pl.String) for c in extras],
+    ).with_columns(
+        pl.lit(lineage.system).alias("system"),
+        pl.lit(lineage.family).alias("family"),
+        pl.lit(lineage.backend).alias("backend"),
+        pl.lit(lineage.version).alias("version"),
+        pl.lit(lineage.batch_id).alias("batch_id"),
+        pl.lit(lineage.source_file).alias("source_file"),
+        frame[ROW_INDEX].alias("source_row"),
+        pl.lit(lineage.ingested_at).dt.replace_time_zone("UTC").alias("ingested_at"),
+    )
+
+
+def key_columns(spec: TableSpec, catalog: Catalog) -> list[str]:
+    """The columns that identify one measurement: the table's keys plus op_name and kernel_source."""
+    return [*catalog.identity, *spec.keys]
+
+
+def split_repeats(accepted: pl.DataFrame, spec: TableSpec, catalog: Catalog) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """First measurement of each key is curated; later ones go to `duplicates` with their spread."""
+    keys = key_columns(spec, catalog)
+    first_mask = accepted.select(pl.struct(keys).is_first_distinct()).to_series()
+    if first_mask.all():
+        return accepted, accepted.clear().with_columns(
+            pl.lit(None, pl.Int64).alias("kept_source_row"), pl.lit(None, pl.Float64).alias("kept_value"),
+            pl.lit(None, pl.Float64).alias("spread_rel"))
+    metric = spec.primary_metric
+    first = accepted.filter(first_mask)
+    kept = first.select([*keys, pl.col("source_row").alias("kept_source_row"), pl.col(metric).alias("kept_value")])
+    repeats = accepted.filter(~first_mask).join(kept, on=keys, how="left", nulls_equal=True)
+    spread = ((pl.col(metric) - pl.col("kept_value")).abs() / pl.col("kept_value").abs()).alias("spread_rel")
+    return first, repeats.with_columns(spread)
+
+
+def _quarantine_rows(findings: pl.DataFrame, raw: RawFile, lineage: Lineage, spec: TableSpec,
+                     keep_raw: bool = True) -> pl.DataFrame:
+    """One row per finding with file, line/row, check, column, value, and (for rejects) the raw row."""
+    rows = []
+    for row_index, check, column, value in findings.select("row_index", "check", "column", "value").iter_rows():
+        raw_row = raw.frame.row(row_index, named=True) if keep_raw else None
+        source_row = raw.frame[ROW_INDEX][row_index]
+        if raw_row is not None:
+            raw_row.pop(ROW_INDEX, None)
+        rows.append((source_row, check, column, value, json.dumps(raw_row, default=str) if raw_row else None))
+    if keep_raw:
+        rows.extend((r["line"], r["check"], r["column"], r["value"], None) for r in raw.rejects)
+    frame = pl.DataFrame(rows, schema={"source_row": pl.Int64, "check": pl.String, "column": pl.String,
+                                       "value": pl.String, "raw_row": pl.String}, orient="row")
+    return frame.with_columns(
+        pl.lit(lineage.batch_id).alias("batch_id"), pl.lit(spec.name).alias("table"),
+        pl.lit(lineage.system).alias("system"), pl.lit(lineage.backend).alias("backend"),
+        pl.lit(lineage.version).alias("version"), pl.lit(lineage.source_file).alias("source_file"),
+    ).sort("source_row")

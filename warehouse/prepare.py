@@ -1,0 +1,123 @@
+"""Read, normalise and validate one batch in memory; nothing is written here.
+
+A batch either prepares completely or raises `BatchError` naming the file (and line) at fault, so
+a bad file never reaches the warehouse.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+from schemas.catalog import Catalog, CatalogError
+from warehouse.discover import BatchSource, table_of
+from warehouse.normalise import Lineage, NormalisedTable, normalise_table
+from warehouse.readers import SourceFileError, read_source_file
+
+
+class BatchError(ValueError):
+    """The batch cannot be ingested; the message names the file and what is wrong."""
+
+
+@dataclass
+class PreparedBatch:
+    source: BatchSource
+    tables: dict[str, NormalisedTable]
+    meta: dict
+    reuse: list[dict]
+    failed_cases: dict[str, int]
+    started_at: datetime
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def batch_id(self) -> str:
+        return self.source.batch_id
+
+    def count(self, attribute: str) -> int:
+        return sum(getattr(t, attribute) for t in self.tables.values())
+
+
+def _load_yaml(path: Path) -> dict:
+    try:
+        loaded = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise BatchError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(loaded, dict):
+        raise BatchError(f"{path}: expected a mapping at the top level")
+    return loaded
+
+
+def _reuse_entries(path: Path) -> list[dict]:
+    raw = _load_yaml(path)
+    if "reuse" not in raw or not isinstance(raw["reuse"], list):
+        raise BatchError(f"{path}: missing 'reuse:' list")
+    entries = []
+    for i, entry in enumerate(raw["reuse"]):
+        missing = [k for k in ("table", "from_version", "reason", "approved_by") if not str((entry or {}).get(k, "")).strip()]
+        if missing:
+            raise BatchError(f"{path}: reuse entry {i + 1} lacks {missing}")
+        entries.append({k: str(entry[k]) for k in ("table", "from_version", "reason", "approved_by")})
+    return entries
+
+
+def _failed_cases(sidecars: list[Path]) -> dict[str, int]:
+    """Failed collector cases per op module, from errors_*.json and resume checkpoints."""
+    failed: dict[str, int] = {}
+    for path in sidecars:
+        if path.suffix != ".json":
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise BatchError(f"{path}: not valid JSON ({exc})") from None
+        if path.name.startswith("errors_"):
+            cases = data if isinstance(data, list) else data.get("errors", data.get("failed", []))
+            failed[path.stem.removeprefix("errors_")] = len(cases)
+        elif isinstance(data, dict) and "failed" in data:
+            failed[str(data.get("module", path.stem))] = len(data["failed"])
+    return failed
+
+
+def _check_meta_rows(meta: dict, table: str, rows_in: int, source: BatchSource) -> None:
+    entry = (meta.get("tables") or {}).get(table) or {}
+    declared = entry.get("rows") if isinstance(entry, dict) else None
+    if declared is not None and int(declared) != rows_in:
+        raise BatchError(f"{source.folder / 'collection_meta.yaml'}: tables.{table}.rows says {declared}, "
+                         f"but the file holds {rows_in} rows")
+
+
+def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
+    """Normalise every file of the batch; raise BatchError on the first unusable file."""
+    started = datetime.now(timezone.utc)
+    meta_path = batch.folder / "collection_meta.yaml"
+    meta = _load_yaml(meta_path) if meta_path.exists() else {}
+    reuse_path = batch.folder / "reuse.yaml"
+    reuse = _reuse_entries(reuse_path) if batch.kind == "tree" and reuse_path.exists() else []
+    tables: dict[str, NormalisedTable] = {}
+    warnings: list[str] = []
+    for file in batch.files:
+        table = table_of(file)
+        try:
+            spec = catalog.table(table)
+            lineage = Lineage(batch.batch_id, batch.system, batch.family or spec.family, batch.backend,
+                              batch.version, _display(file, batch), started)
+            normalised = normalise_table(read_source_file(file), spec, catalog, lineage)
+        except (SourceFileError, CatalogError) as exc:
+            raise BatchError(str(exc)) from None
+        _check_meta_rows(meta, table, normalised.rows_in, batch)
+        if normalised.extra_columns:
+            warnings.append(f"{file.name}: extra columns kept as text: {normalised.extra_columns}")
+        tables[table] = normalised
+    return PreparedBatch(batch, tables, meta, reuse, _failed_cases(batch.sidecars), started, warnings)
+
+
+def _display(file: Path, batch: BatchSource) -> str:
+    """The file's name as stored in lineage: relative to the batch's layout root where there is one."""
+    if batch.kind == "tree":
+        return "/".join([batch.system, batch.family or "", batch.backend, batch.version, file.name])
+    return str(file)

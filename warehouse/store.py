@@ -1,0 +1,161 @@
+"""Delta Lake storage: curated perf tables, auxiliary tables, atomic slice replacement, time travel.
+
+Layout under the root: `curated/<table>/` (one Delta table per perf table, partitioned by
+system/backend/version) and `<name>/` for everything else (batches, quarantine, ledger tables, ...).
+Every write is one Delta commit, so a reader sees a table either before or after it, never half.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from schemas.catalog import check_safe_name
+
+SLICE_COLUMNS = ("system", "backend", "version")
+AsOf = int | str | datetime | None
+
+
+class WarehouseError(RuntimeError):
+    """A warehouse table is missing or cannot be read or written."""
+
+
+def _literal(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def slice_predicate(slices: Iterable[Sequence[object]], columns: Sequence[str]) -> str:
+    """SQL predicate matching any of the given column-value tuples (for predicate overwrite/delete)."""
+    clauses = sorted({
+        "(" + " AND ".join(f"{c} = {_literal(v)}" for c, v in zip(columns, values, strict=True)) + ")"
+        for values in slices
+    })
+    return " OR ".join(clauses) if clauses else "FALSE"
+
+
+class Warehouse:
+    """A warehouse root. Cheap to construct; tables are opened on use."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    # -- locations ---------------------------------------------------------------------------------
+    def curated_uri(self, table: str) -> Path:
+        return self.root / "curated" / check_safe_name(table, "table")
+
+    def table_uri(self, name: str) -> Path:
+        return self.root / check_safe_name(name, "table")
+
+    def _open(self, uri: Path, as_of: AsOf = None) -> DeltaTable | None:
+        if not (uri / "_delta_log").is_dir():
+            return None
+        try:
+            table = DeltaTable(str(uri))
+        except TableNotFoundError:
+            return None
+        if as_of is not None:
+            try:
+                table.load_as_version(int(as_of) if str(as_of).isdigit() else as_of)
+            except Exception as exc:  # deltalake raises several kinds for an out-of-range version/time
+                raise WarehouseError(f"{uri.name}: no version at {as_of!r} ({exc})") from None
+        return table
+
+    # -- reads -------------------------------------------------------------------------------------
+    def curated_tables(self) -> list[str]:
+        base = self.root / "curated"
+        return sorted(p.name for p in base.iterdir() if (p / "_delta_log").is_dir()) if base.is_dir() else []
+
+    def _read(self, uri: Path, as_of: AsOf, filters: dict[str, str | None]) -> pl.DataFrame | None:
+        table = self._open(uri, as_of)
+        if table is None:
+            return None
+        partitions = [(k, "=", v) for k, v in filters.items() if v is not None]
+        frame = pl.from_arrow(table.to_pyarrow_table(partitions=partitions or None))
+        return frame.sort(["batch_id", "source_file", "source_row"]) if "source_row" in frame.columns else frame
+
+    def read_curated(self, table: str, *, system: str | None = None, backend: str | None = None,
+                     version: str | None = None, as_of: AsOf = None) -> pl.DataFrame:
+        """Curated rows of a perf table (optionally one slice), in source order (first-wins order)."""
+        frame = self._read(self.curated_uri(table), as_of, {"system": system, "backend": backend, "version": version})
+        if frame is None:
+            raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
+        return frame
+
+    def read_table(self, name: str, *, as_of: AsOf = None) -> pl.DataFrame:
+        """An auxiliary table (batches, quarantine, duplicates, ledger tables, ...)."""
+        frame = self._read(self.table_uri(name), as_of, {})
+        if frame is None:
+            raise WarehouseError(f"no table {name!r} in warehouse {self.root}")
+        return frame
+
+    def has_table(self, name: str) -> bool:
+        return (self.table_uri(name) / "_delta_log").is_dir()
+
+    def table_version(self, name: str, *, curated: bool = False) -> int | None:
+        table = self._open(self.curated_uri(name) if curated else self.table_uri(name))
+        return None if table is None else table.version()
+
+    def table_history(self, name: str, *, curated: bool = False) -> list[dict]:
+        table = self._open(self.curated_uri(name) if curated else self.table_uri(name))
+        if table is None:
+            return []
+        return [
+            {"version": h.get("version"), "timestamp": h.get("timestamp"), "operation": h.get("operation"),
+             "parameters": h.get("operationParameters", {})}
+            for h in table.history()
+        ]
+
+    # -- writes ------------------------------------------------------------------------------------
+    @staticmethod
+    def _write(uri: Path, df: pl.DataFrame, *, mode: str, partition_by: Sequence[str] | None,
+               predicate: str | None = None) -> int:
+        uri.mkdir(parents=True, exist_ok=True)
+        try:
+            write_deltalake(
+                str(uri), df.to_arrow(compat_level=pl.CompatLevel.oldest()), mode=mode,
+                partition_by=list(partition_by) if partition_by else None, predicate=predicate,
+                schema_mode="merge" if mode == "append" else None,
+            )
+        except OSError as exc:
+            raise WarehouseError(f"cannot write {uri}: {exc}") from exc
+        return DeltaTable(str(uri)).version()
+
+    def write_table(self, name: str, df: pl.DataFrame, *, mode: str = "append",
+                    partition_by: Sequence[str] | None = None) -> int:
+        """Append to or overwrite an auxiliary table in one commit; returns the new table version."""
+        if mode not in ("append", "overwrite"):
+            raise ValueError(f"mode must be append or overwrite, not {mode!r}")
+        return self._write(self.table_uri(name), df, mode=mode, partition_by=partition_by)
+
+    def replace_slices(self, uri: Path, df: pl.DataFrame, slice_columns: Sequence[str],
+                       *, partition_by: Sequence[str] | None = None,
+                       clear: Iterable[Sequence[object]] = ()) -> int | None:
+        """Make `df` the whole content of its slices (plus `clear`ed ones) in one commit.
+
+        A slice is one value tuple of `slice_columns`. New slices are appended; slices that already
+        hold rows are overwritten by predicate, so re-running an interrupted write converges.
+        """
+        slices = set(df.select(slice_columns).unique().iter_rows()) | {tuple(s) for s in clear}
+        if not slices:
+            return None
+        table = self._open(uri)
+        if table is None:  # created even when empty, so readers find every table of the warehouse
+            return self._write(uri, df, mode="append", partition_by=partition_by)
+        existing = pl.from_arrow(table.to_pyarrow_table(columns=list(slice_columns))).unique()
+        overlap = slices & set(existing.iter_rows())
+        if not overlap:
+            return self._write(uri, df, mode="append", partition_by=partition_by) if not df.is_empty() else None
+        predicate = slice_predicate(slices, slice_columns)
+        if df.is_empty():
+            table.delete(predicate)
+            return table.version()
+        return self._write(uri, df, mode="overwrite", partition_by=partition_by, predicate=predicate)
