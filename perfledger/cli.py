@@ -12,6 +12,7 @@ app = typer.Typer(
 
 # Each module exposes `register(app)`; keep heavy imports inside the command bodies so `--help` is fast.
 STAGE_CLIS = (
+    "generator.cli",
     "flows.cli",
     "ledger.cli",
     "collector.cli",

@@ -24,17 +24,17 @@ FINDING_SCHEMA = {
 }
 
 
-@extensions.register_check_method(statistics=["enabled"])
-def finite(data: pa.PolarsData, *, enabled: bool = True) -> pl.LazyFrame:
+@extensions.register_check_method()
+def finite(data: pa.PolarsData) -> pl.LazyFrame:
     """Durations and power must be real numbers: NaN and +/-inf fail, nulls are left to `nullable`."""
     column = pl.col(data.key)
-    return data.lazyframe.select(column.is_finite() | column.is_null() | (not enabled))
+    return data.lazyframe.select(column.is_finite() | column.is_null())
 
 
-@extensions.register_check_method(statistics=["enabled"])
-def not_blank(data: pa.PolarsData, *, enabled: bool = True) -> pl.LazyFrame:
+@extensions.register_check_method()
+def not_blank(data: pa.PolarsData) -> pl.LazyFrame:
     """Identity labels (op_name, kernel_source) must hold text, not just spaces."""
-    return data.lazyframe.select((pl.col(data.key).str.strip_chars().str.len_chars() > 0) | (not enabled))
+    return data.lazyframe.select(pl.col(data.key).str.strip_chars().str.len_chars() > 0)
 
 
 def _model(name: str, annotations: dict, fields: dict) -> type[pa.DataFrameModel]:
@@ -61,12 +61,12 @@ def contract_model(table: str) -> type[pa.DataFrameModel]:
                 positive = {}
             else:
                 positive = {"ge": 0} if column in spec.may_be_zero else {"gt": 0}
-            fields[column] = pa.Field(nullable=optional, finite=True, **positive)
+            fields[column] = pa.Field(nullable=optional, finite=(), **positive)
         else:
-            fields[column] = pa.Field(nullable=True, ge=0, finite=True)
+            fields[column] = pa.Field(nullable=True, ge=0, finite=())
     for column in catalog.identity:
         annotations[column] = pl.String
-        fields[column] = pa.Field(nullable=False, not_blank=True)
+        fields[column] = pa.Field(nullable=False, not_blank=())
     return _model(f"{table}_contract", annotations, fields)
 
 
@@ -102,6 +102,14 @@ def _findings(model: type[pa.DataFrameModel] | None, frame: pl.DataFrame, severi
     return pl.DataFrame(schema=FINDING_SCHEMA)
 
 
+def _all_values_known(spec: TableSpec, frame: pl.DataFrame) -> bool:
+    """Cheap pre-pass: the advisory model can only report something when a value is outside its enum."""
+    enums = load_catalog().enums
+    columns = [c for c in spec.keys if c in enums]
+    checks = [pl.col(c).is_in(list(enums[c])) | pl.col(c).is_null() for c in columns]
+    return not checks or bool(frame.select(pl.all_horizontal(checks).all()).item())
+
+
 def validate_rows(spec: TableSpec, frame: pl.DataFrame) -> pl.DataFrame:
     """Run both models over a normalised frame; one finding per (row, failed check).
 
@@ -111,7 +119,7 @@ def validate_rows(spec: TableSpec, frame: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(
         [
             _findings(contract_model(spec.name), frame, "error"),
-            _findings(advisory_model(spec.name), frame, "warning"),
+            _findings(None if _all_values_known(spec, frame) else advisory_model(spec.name), frame, "warning"),
         ]
     )
 

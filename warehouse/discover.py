@@ -76,10 +76,12 @@ def aic_package_root() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "systems" / "data"
 
 
-def _tree_root(path: Path) -> Path | None:
-    for candidate in (path / "systems" / "data", path / "data", path):
-        if candidate.is_dir() and (any(candidate.glob("*/*/*/*/*.parquet")) or any(candidate.glob("*/*/*/*/reuse.yaml"))):
-            return candidate
+def _tree_depth(path: Path) -> int | None:
+    """How many folder levels below `path` the version folders sit (0: `path` is one; 4: a data root)."""
+    for depth in range(5):
+        pattern = "*/" * depth
+        if any(path.glob(pattern + "*.parquet")) or any(path.glob(pattern + "reuse.yaml")):
+            return depth
     return None
 
 
@@ -95,20 +97,27 @@ def discover(source: str, catalog: Catalog, *, system: str | None = None, backen
         raise SourceError(f"{source}: expected a folder (collector output, published tree or version folder)")
     if any(path.glob(f"*{STAGING_SUFFIX}")) or (path / "batch.yaml").exists():
         return [_staging_batch(path, source, catalog, system, backend, version)]
-    if any(path.glob("*.parquet")):
-        return _tree_batches(path.parents[3], source, catalog, only=path)
-    root = _tree_root(path)
-    if root is None:
+    for candidate in (path / "systems" / "data", path / "data"):
+        if candidate.is_dir() and _tree_depth(candidate) == 4:
+            return _tree_batches(candidate, source, catalog)
+    depth = _tree_depth(path)
+    if depth is None:
         staging = sorted(p.parent for p in path.glob(f"*/*{STAGING_SUFFIX}"))
         if staging:
             return [_staging_batch(folder, str(folder), catalog, system, backend, version) for folder in dict.fromkeys(staging)]
         raise SourceError(f"{source}: no perf data found (no <table>_perf.txt, no <system>/<family>/<backend>/<version>/ tree)")
-    return _tree_batches(root, source, catalog)
+    root = path if depth == 4 else path.resolve().parents[3 - depth]
+    return _tree_batches(root, source, catalog, under=path.resolve())
 
 
-def _tree_batches(root: Path, source: str, catalog: Catalog, only: Path | None = None) -> list[BatchSource | DiscoveryFailure]:
-    folders = [only] if only else sorted({p.parent for p in [*root.glob("*/*/*/*/*.parquet"), *root.glob("*/*/*/*/reuse.yaml"),
-                                                               *root.glob(f"*/*/*/*/*{STAGING_SUFFIX}")]})
+def _tree_batches(root: Path, source: str, catalog: Catalog, under: Path | None = None) -> list[BatchSource | DiscoveryFailure]:
+    """One batch per version folder of the tree at `root` (only those inside `under` when given)."""
+    base = under or root
+    depth = len(base.relative_to(root.resolve()).parts) if under else 0
+    pattern = "*/" * (4 - depth)
+    folders = sorted({p.parent for p in [*base.glob(pattern + "*.parquet"), *base.glob(pattern + "reuse.yaml"),
+                                         *base.glob(pattern + f"*{STAGING_SUFFIX}")]})
+    root = root.resolve() if under else root
     batches: list[BatchSource | DiscoveryFailure] = []
     for folder in folders:
         system, family, backend, version = folder.relative_to(root).parts

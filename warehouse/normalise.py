@@ -36,6 +36,7 @@ class Lineage:
 
 @dataclass
 class NormalisedTable:
+    family: str
     curated: pl.DataFrame
     quarantine: pl.DataFrame
     advisories: pl.DataFrame
@@ -43,9 +44,15 @@ class NormalisedTable:
     rows_in: int
     extra_columns: list[str]
 
-    @property
-    def rows_accepted(self) -> int:
-        return self.curated.height
+    rows_accepted: int = 0
+
+    def __post_init__(self) -> None:
+        self.rows_accepted = self.rows_accepted or self.curated.height
+
+    def without_curated(self) -> "NormalisedTable":
+        """The same outcome with the curated rows released (they are flushed separately)."""
+        return NormalisedTable(self.family, self.curated.clear(), self.quarantine, self.advisories, self.duplicates,
+                               self.rows_in, self.extra_columns, self.rows_accepted)
 
     @property
     def rows_quarantined(self) -> int:
@@ -119,6 +126,7 @@ def normalise_table(raw: RawFile, spec: TableSpec, catalog: Catalog, lineage: Li
     accepted = curated.filter(keep) if keep is not None else curated
     first, repeats = split_repeats(accepted, spec, catalog)
     return NormalisedTable(
+        family=lineage.family,
         curated=first,
         quarantine=_quarantine_rows(errors, raw, lineage, spec),
         advisories=_quarantine_rows(findings.filter(pl.col("severity") == "warning"), raw, lineage, spec, keep_raw=False),

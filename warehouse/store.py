@@ -79,7 +79,7 @@ class Warehouse:
         if table is None:
             return None
         partitions = [(k, "=", v) for k, v in filters.items() if v is not None]
-        frame = pl.from_arrow(table.to_pyarrow_table(partitions=partitions or None))
+        frame = pl.from_arrow(table.to_pyarrow_table(filters=partitions or None))
         return frame.sort(["batch_id", "source_file", "source_row"]) if "source_row" in frame.columns else frame
 
     def read_curated(self, table: str, *, system: str | None = None, backend: str | None = None,
@@ -96,6 +96,13 @@ class Warehouse:
         if frame is None:
             raise WarehouseError(f"no table {name!r} in warehouse {self.root}")
         return frame
+
+    def read_curated_columns(self, table: str, columns: Sequence[str]) -> pl.DataFrame:
+        """Only some columns of a curated table (cheap: Parquet reads just those columns)."""
+        delta = self._open(self.curated_uri(table))
+        if delta is None:
+            raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
+        return pl.from_arrow(delta.to_pyarrow_table(columns=list(columns)))
 
     def has_table(self, name: str) -> bool:
         return (self.table_uri(name) / "_delta_log").is_dir()

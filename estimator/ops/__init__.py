@@ -1,0 +1,21 @@
+"""Op registry: op family name -> OpModel instance."""
+
+from __future__ import annotations
+
+from estimator.ops.base import OpModel
+
+
+def registry() -> dict[str, OpModel]:
+    from estimator.ops.gemm import GemmModel
+    from estimator.ops.comm import NcclModel
+    from estimator.ops.moe import MoeModel
+
+    models = [GemmModel(), MoeModel(), NcclModel()]
+    return {m.name: m for m in models}
+
+
+def get_model(name: str) -> OpModel:
+    models = registry()
+    if name not in models:
+        raise KeyError(f"unknown op {name!r}; known: {', '.join(models)}")
+    return models[name]

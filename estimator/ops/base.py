@@ -1,0 +1,96 @@
+"""OpModel base: the mode ladder (SOL, SILICON, HYBRID, EMPIRICAL) shared by every op family.
+
+A variant supplies `sol`, `silicon` and `empirical` over one slice (a group of queries with the same
+system/backend/version/quant...); the base runs the modes and labels each answer's provenance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from estimator.errors import EmpiricalUnavailableError, NoDataError
+
+MODES = ("silicon", "hybrid", "empirical", "sol")
+TIERS = ("sol", "silicon", "empirical", "xshape", "xquant", "xprofile")
+
+
+class Queries(dict):
+    """One slice's query columns as numpy arrays (column name -> array), all of one length."""
+
+    @property
+    def height(self) -> int:
+        return len(next(iter(self.values()))) if self else 0
+
+    def take(self, rows: np.ndarray) -> "Queries":
+        return Queries({c: v[rows] for c, v in self.items()})
+
+
+@dataclass
+class Answer:
+    """Per-query arrays for one slice; `source` holds indices into TIERS."""
+
+    latency: np.ndarray
+    sol: np.ndarray
+    source: np.ndarray
+
+
+def tier_codes(label: str, n: int) -> np.ndarray:
+    return np.full(n, TIERS.index(label), dtype=np.int8)
+
+
+class OpModel:
+    """Subclasses set name/group_keys/value_columns and implement the three hooks."""
+
+    name: str = ""
+    group_keys: tuple[str, ...] = ()
+    value_columns: tuple[str, ...] = ()
+
+    def sol(self, est, key: dict, q: Queries) -> np.ndarray:
+        raise NotImplementedError
+
+    def silicon(self, est, key: dict, q: Queries) -> tuple[np.ndarray, np.ndarray]:
+        """(latency, miss mask); raise NoDataError when the whole slice is absent."""
+        raise NotImplementedError
+
+    def empirical(self, est, key: dict, q: Queries) -> tuple[np.ndarray, str]:
+        """(latency, provenance label); raise EmpiricalUnavailableError when nothing can be borrowed."""
+        raise EmpiricalUnavailableError(f"{self.name}: EMPIRICAL mode is not available for this op")
+
+    def describe(self, key: dict, q: Queries, row: int) -> str:
+        coords = ", ".join(f"{c}={q[c][row]}" for c in self.value_columns)
+        where = "/".join(str(key[c]) for c in self.group_keys)
+        return f"{self.name} {where} at {coords}"
+
+    def evaluate(self, est, key: dict, q: Queries, mode: str) -> Answer:
+        """Answer every query of one slice in `mode`; a miss is a NoDataError naming the query."""
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+        sol = self.sol(est, key, q)
+        n = q.height
+        if mode == "sol":
+            return Answer(sol, sol, tier_codes("sol", n))
+        if mode == "empirical":
+            lat, label = self.empirical(est, key, q)
+            return Answer(lat, sol, tier_codes(label, n))
+        try:
+            lat, miss = self.silicon(est, key, q)
+            reason = None
+        except NoDataError as exc:
+            lat, miss, reason = np.full(n, np.nan), np.ones(n, dtype=bool), str(exc)
+        labels = tier_codes("silicon", n)
+        if miss.any():
+            first = int(np.flatnonzero(miss)[0])
+            message = reason or f"no silicon data can anchor {self.describe(key, q, first)}"
+            if mode == "silicon":
+                raise NoDataError(message)
+            rows = np.flatnonzero(miss)
+            try:
+                elat, elabel = self.empirical(est, key, q.take(rows))
+            except EmpiricalUnavailableError as exc:
+                raise EmpiricalUnavailableError(f"{message}; empirical fallback: {exc}") from exc
+            lat = lat.copy()
+            lat[rows] = elat
+            labels[rows] = TIERS.index(elabel)
+        return Answer(lat, sol, labels)

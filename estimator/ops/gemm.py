@@ -1,0 +1,96 @@
+"""GEMM: SOL roofline, SILICON site curves, EMPIRICAL util grid with the quant-transfer ladder."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from estimator.errors import EmpiricalUnavailableError, NoDataError
+from estimator.nesting import nested_order
+from estimator.ops.base import OpModel
+from estimator.quant import quant_profile, util_level
+from estimator.sites import build_sites, silicon
+from estimator.sol import gemm_sol
+from estimator.transfer import pick_reference
+from estimator.utilgrid import build_grid, query_util
+
+TABLE = "gemm_perf"
+NEST = ["gemm_dtype", "m", "n", "k"]
+
+
+class GemmModel(OpModel):
+    name = "gemm"
+    group_keys = ("system", "backend", "version", "quant")
+    value_columns = ("m", "n", "k")
+
+    def _roof(self, est, system: str, quant: str):
+        spec = est.spec(system)
+        prof = quant_profile("gemm", quant)
+        return prof.memory, spec.tc_flops(prof.dtype), spec.mem_bw
+
+    def sol(self, est, key, q):
+        return gemm_sol(q["m"], q["n"], q["k"], *self._roof(est, key["system"], key["quant"]))[0]
+
+    def _rows(self, est, key, quant: str, shared: bool) -> pl.DataFrame:
+        df = est.table(key["system"], key["backend"], key["version"], TABLE, shared=shared)
+        return df.filter(pl.col("gemm_dtype") == quant)
+
+    def _available(self, est, key, shared: bool) -> list[str]:
+        df = est.table(key["system"], key["backend"], key["version"], TABLE, shared=shared)
+        return df["gemm_dtype"].unique(maintain_order=True).to_list()
+
+    def silicon(self, est, key, q):
+        quant = key["quant"]
+        if quant == "fp8_static":
+            raise NoDataError("gemm quant fp8_static (fp8 table minus quantize overheads) is not supported yet")
+
+        def build():
+            rows = self._rows(est, key, quant, shared=True)
+            if not rows.height:
+                raise NoDataError(
+                    f"GEMM perf data missing for quant {quant!r} at {key['system']}/{key['backend']}/{key['version']}; "
+                    f"available: {self._available(est, key, True)}"
+                )
+            rows = nested_order(rows, NEST)
+            return build_sites(rows["m"], rows["n"], rows["k"], rows["latency"], *self._roof(est, key["system"], quant))
+
+        sites = est.memo(("gemm_sites", key["system"], key["backend"], key["version"], quant), build)
+        return silicon(sites, q["m"], q["n"], q["k"])
+
+    def _grid(self, est, key, ref_quant: str, sol_quant: str):
+        """Util grid over ref_quant's own-version samples, utils priced with sol_quant's roofline."""
+
+        def build():
+            rows = self._rows(est, key, ref_quant, shared=False)
+            if not rows.height:
+                return None
+            rows = nested_order(rows, NEST)
+            m, n, k = (rows[c].to_numpy() for c in ("m", "n", "k"))
+            sol = gemm_sol(m, n, k, *self._roof(est, key["system"], sol_quant))[0]
+            lat = np.maximum(rows["latency"].to_numpy(), sol)
+            return build_grid(np.column_stack([m, n, k]), sol / lat)
+
+        return est.memo(("gemm_grid", key["system"], key["backend"], key["version"], ref_quant, sol_quant), build)
+
+    def empirical(self, est, key, q):
+        quant = key["quant"]
+        coords = np.column_stack([q["m"], q["n"], q["k"]])
+        sol = self.sol(est, key, q)
+        own = self._grid(est, key, quant, quant)
+        if own is not None:
+            return sol / query_util(own, coords), "empirical"
+        available = self._available(est, key, False)
+        ref = pick_reference("gemm", quant, [(a, (1.0,)) for a in available], (1.0,), lambda a, same: self._grid(
+            est, key, a, quant if same else a))
+        if ref is None:
+            raise EmpiricalUnavailableError(
+                f"gemm {key['system']}/{key['backend']}/{key['version']}: no util grid for {quant!r} "
+                f"nor a transfer reference among {available}"
+            )
+        grid, label, ref_quant = ref
+        scale = 1.0
+        if label == "xprofile":
+            scale = util_level("gemm", quant_profile("gemm", quant).profile) / util_level(
+                "gemm", quant_profile("gemm", ref_quant).profile
+            )
+        return sol / (query_util(grid, coords) * scale), label

@@ -1,0 +1,78 @@
+"""MoE: one expert-FFN block; SILICON is a token-axis curve per (quant, distribution, shape, tp, ep)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from estimator.curve1d import eval_curve
+from estimator.errors import NoDataError
+from estimator.ops.base import OpModel
+from estimator.quant import quant_profile
+from estimator.sources import first_wins, table_info
+from estimator.sol import moe_sol
+
+TABLE = "moe_perf"
+MIN_LATENCY_MAX_TOKENS = 128  # trtllm nvfp4 gated MoE probes its min-latency kernel table up to here
+SHAPE = {"topk": "topk", "experts": "num_experts", "hidden": "hidden_size", "inter": "inter_size", "tp": "moe_tp_size", "ep": "moe_ep_size"}
+
+
+class MoeModel(OpModel):
+    name = "moe"
+    group_keys = ("system", "backend", "version", "quant", "distribution", "gated", *SHAPE)
+    value_columns = ("tokens",)
+
+    def _sol_fn(self, est, key):
+        spec = est.spec(key["system"])
+        prof = quant_profile("moe", key["quant"])
+        flops = spec.tc_flops(prof.dtype)
+        shape = [key[c] for c in ("hidden", "inter", "topk", "experts", "tp", "ep")]
+        return lambda tokens: moe_sol(tokens, *shape, prof.memory, flops, spec.mem_bw, gated=bool(key["gated"]))[0]
+
+    def sol(self, est, key, q):
+        return self._sol_fn(est, key)(q["tokens"])
+
+    def _table(self, est, key, kind) -> pl.DataFrame:
+        """Rows of the kernel family for this gating (non-gated kernels carry a `_nongated` source)."""
+
+        def build():
+            df = apply_quant_overrides(est.table(key["system"], key["backend"], key["version"], TABLE, shared=True, dedupe=False))
+            nongated = pl.col("kernel_source").str.contains("nongated")
+            fast = pl.col("kernel_source").str.contains("min_latency")
+            pools = {True: ~nongated & ~fast, False: nongated, "min_latency": fast}
+            return {kind: first_wins(df.filter(expr), TABLE) for kind, expr in pools.items()}
+
+        return est.memo(("moe_table", key["system"], key["backend"], key["version"]), build)[kind]
+
+    def _slice(self, df: pl.DataFrame, key) -> pl.DataFrame:
+        slice_filter = pl.col("moe_dtype") == key["quant"]
+        for col, table_col in SHAPE.items():
+            slice_filter &= pl.col(table_col) == int(key[col])
+        rows = df.filter(slice_filter)
+        dist = key["distribution"]
+        if not rows.filter(pl.col("distribution") == dist).height and rows.filter(pl.col("distribution") == "uniform").height:
+            dist = "uniform"
+        return rows.filter(pl.col("distribution") == dist).sort("num_tokens", maintain_order=True)
+
+    def silicon(self, est, key, q):
+        rows = self._slice(self._table(est, key, bool(key["gated"])), key)
+        if not rows.height:
+            where = ", ".join(f"{c}={key[c]}" for c in self.group_keys)
+            raise NoDataError(f"no moe_perf slice for {where}")
+        tokens, sol_fn = q["tokens"], self._sol_fn(est, key)
+        lat, miss = eval_curve(rows["num_tokens"].to_numpy(), rows["latency"].to_numpy(), tokens, sol_fn)
+        small = tokens <= MIN_LATENCY_MAX_TOKENS
+        if key["quant"] == "nvfp4" and bool(key["gated"]) and small.any():
+            fast = self._slice(self._table(est, key, "min_latency"), key)
+            if fast.height:
+                flat, fmiss = eval_curve(fast["num_tokens"].to_numpy(), fast["latency"].to_numpy(), tokens[small], sol_fn)
+                lat[small], miss[small] = flat, fmiss
+        return lat, miss
+
+
+def apply_quant_overrides(df: pl.DataFrame) -> pl.DataFrame:
+    """Re-file rows of kernels the reference keys under another quant (tables.yaml quant_overrides)."""
+    for rule in table_info(TABLE).get("quant_overrides", []):
+        hit = (pl.col("kernel_source") == rule["kernel_source"]) & (pl.col("moe_dtype") == rule["from"])
+        df = df.with_columns(pl.when(hit).then(pl.lit(rule["to"])).otherwise(pl.col("moe_dtype")).alias("moe_dtype"))
+    return df

@@ -1,0 +1,106 @@
+"""System specs (memory bandwidth, tensor-core FLOP/s, interconnect) from the public system YAMLs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from estimator.errors import MissingFlopsError, UnknownSystemError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_SYSTEMS = (REPO_ROOT / ".." / "shared" / "aic" / "systems").resolve()
+
+
+def wheel_systems_dir() -> Path | None:
+    """The installed aiconfigurator-core wheel's systems/ folder, found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]) / "systems"
+
+
+def spec_dirs() -> list[Path]:
+    """Where system YAMLs are searched, wheel first (the parity oracle's own copy)."""
+    dirs = [d for d in (wheel_systems_dir(), SHARED_SYSTEMS) if d is not None and d.is_dir()]
+    return dirs
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """One GPU system: rates in bytes/s and FLOP/s, latencies in seconds."""
+
+    name: str
+    mem_bw: float
+    mem_bw_scaling: float
+    mem_const_latency: float
+    flops: dict[str, float]
+    num_gpus_per_node: int
+    intra_node_bw: float
+    inter_node_bw: float
+    num_gpus_per_rack: int | None
+    inter_rack_bw: float | None
+    p2p_latency: float
+    nccl_version: str
+    source: str
+
+    def tc_flops(self, dtype: str) -> float:
+        """Peak tensor-core FLOP/s for a compute dtype; no silent fallback to bf16."""
+        value = self.flops.get(dtype)
+        if value is None or value <= 0:
+            raise MissingFlopsError(f"{self.source}: gpu.{dtype}_tc_flops missing or non-positive")
+        return value
+
+    def p2p_bw(self, num_gpus: int) -> float:
+        """Per-GPU bandwidth of a collective over num_gpus: node, then rack, then inter-rack."""
+        if num_gpus <= self.num_gpus_per_node:
+            return self.intra_node_bw
+        if self.num_gpus_per_rack is None or num_gpus <= self.num_gpus_per_rack:
+            return self.inter_node_bw
+        return self.inter_rack_bw or self.inter_node_bw
+
+
+def _require(doc: dict, path: Path, *keys: str):
+    node = doc
+    for i, key in enumerate(keys):
+        if not isinstance(node, dict) or key not in node:
+            raise ValueError(f"{path}: missing key {'.'.join(keys[: i + 1])}")
+        node = node[key]
+    return node
+
+
+def parse_spec(path: Path, name: str) -> SystemSpec:
+    """Parse one system YAML; a missing required key is an error naming file and key."""
+    doc = yaml.safe_load(path.read_text())
+    gpu, node = _require(doc, path, "gpu"), _require(doc, path, "node")
+    flops = {k[: -len("_tc_flops")]: float(v) for k, v in gpu.items() if k.endswith("_tc_flops")}
+    return SystemSpec(
+        name=name,
+        mem_bw=float(_require(doc, path, "gpu", "mem_bw")),
+        mem_bw_scaling=float(gpu.get("mem_bw_empirical_scaling_factor", 1.0)),
+        mem_const_latency=float(gpu.get("mem_empirical_constant_latency", 0.0)),
+        flops=flops,
+        num_gpus_per_node=int(_require(doc, path, "node", "num_gpus_per_node")),
+        intra_node_bw=float(_require(doc, path, "node", "intra_node_bw")),
+        inter_node_bw=float(_require(doc, path, "node", "inter_node_bw")),
+        num_gpus_per_rack=node.get("num_gpus_per_rack"),
+        inter_rack_bw=node.get("inter_rack_bw"),
+        p2p_latency=float(node.get("p2p_latency", 0.0)),
+        nccl_version=str(_require(doc, path, "misc", "nccl_version")),
+        source=str(path),
+    )
+
+
+@lru_cache(maxsize=None)
+def load_spec(system: str, search: tuple[Path, ...] | None = None) -> SystemSpec:
+    """Load `<system>.yaml` from the first directory that has it."""
+    dirs = list(search) if search else spec_dirs()
+    for d in dirs:
+        path = d / f"{system}.yaml"
+        if path.is_file():
+            return parse_spec(path, system)
+    raise UnknownSystemError(f"unknown system {system!r}: no {system}.yaml in {', '.join(map(str, dirs))}")

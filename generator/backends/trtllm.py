@@ -1,0 +1,33 @@
+"""TRT-LLM: engine knobs go to an LLM-API YAML file passed with --extra-engine-args."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from packaging.version import Version
+
+from generator.backends.base import Backend
+from generator.errors import GeneratorError
+from generator.flags import EngineFlags
+from generator.model import Deployment, Worker
+
+_TRANSCEIVER_SINCE = Version("1.0.0rc4")
+
+
+class TrtllmBackend(Backend):
+    name = "trtllm"
+
+    def engine_config(self, dep: Deployment, worker: Worker, flags: EngineFlags) -> dict[str, Any]:
+        engine: dict[str, Any] = {"backend": "pytorch", **flags.engine}
+        if dep.mode == "disagg":
+            if Version(dep.runtime.data_version) < _TRANSCEIVER_SINCE:
+                raise GeneratorError("version", f"trtllm {dep.runtime.data_version} has no cache_transceiver_config; "
+                                                f"disaggregation needs {_TRANSCEIVER_SINCE} or newer")
+            backend = worker.params.get("cache_transceiver_backend")
+            if backend is None:
+                raise GeneratorError(f"Workers.{worker.role}.cache_transceiver_backend", "required for disaggregation")
+            engine["cache_transceiver_config"] = {"backend": backend}
+        return engine
+
+    def engine_file_args(self, path: str) -> list[str]:
+        return ["--extra-engine-args", path]

@@ -1,0 +1,53 @@
+"""`perfledger generate`: unified deployment YAML -> engine configs, run scripts, Kubernetes manifests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from perfledger.console import EXIT_USAGE, emit_json, fail
+
+
+def generate_command(
+    input_yaml: Optional[Path] = typer.Argument(None, help="Unified deployment YAML."),
+    set_: list[str] = typer.Option([], "--set", help="Override Section.key=VALUE (YAML value); repeatable."),
+    backend: Optional[str] = typer.Option(None, help="vllm | sglang | trtllm (wins over the file)."),
+    version: Optional[str] = typer.Option(None, help="Backend version (wins over the file)."),
+    target: Optional[str] = typer.Option(None, help="dynamo | llm-d-helm | llm-d-kustomize."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output folder."),
+    explain_key: Optional[str] = typer.Option(None, "--explain", help="Print a key's schema and flags, then exit."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """Render artifacts for one deployment; prints files, mode and warnings."""
+    from generator.errors import GeneratorError, UsageError
+
+    try:
+        if explain_key is not None:
+            from generator.explain import explain, format_explain
+
+            info = explain(explain_key)
+            emit_json(info) if as_json else typer.echo(format_explain(info))
+            return
+        if input_yaml is None or out is None:
+            fail("generate needs INPUT.yaml and --out DIR (or --explain KEY)", code=EXIT_USAGE, as_json=as_json)
+        from generator.api import generate
+
+        result = generate(input_yaml, set_, out, backend=backend, version=version, target=target)
+    except UsageError as exc:
+        fail(str(exc), code=EXIT_USAGE, as_json=as_json)
+    except GeneratorError as exc:
+        fail(str(exc), as_json=as_json)
+    payload = {"files": [str(p) for p in result.files], "mode": result.mode, "warnings": result.warnings}
+    if as_json:
+        emit_json(payload)
+        return
+    for warning in result.warnings:
+        typer.echo(warning, err=True)
+    typer.echo(f"{result.mode}: wrote {len(result.files)} files to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `generate` to the root app."""
+    app.command("generate")(generate_command)

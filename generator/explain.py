@@ -1,0 +1,58 @@
+"""`perfledger generate --explain KEY`: a key's schema entry and its flag on every backend and version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator.errors import GeneratorError
+from generator.mapping import BACKENDS, load_mapping
+from generator.schema import ROLES, did_you_mean, load_schema
+
+
+def _all_keys() -> list[str]:
+    schema = load_schema()
+    keys = [*schema.top, *(f"{s}.{k}" for s, fields in schema.sections.items() for k in fields)]
+    return keys + [f"Workers.<role>.{k}" for k in schema.roles]
+
+
+def explain(key: str) -> dict[str, Any]:
+    """{'key', 'schema', 'flags': {backend: [{'versions': [...], 'flag': name | None}]}}.
+
+    Worker keys may be given bare (`max_batch_size`) or as `Workers.<role>.key`.
+    """
+    schema, mapping = load_schema(), load_mapping()
+    parts = key.split(".")
+    if len(parts) == 3 and parts[0] == "Workers" and parts[1] in (*ROLES, "<role>"):
+        key, parts = parts[2], [parts[2]]
+    spec = schema.spec(key) if len(parts) > 1 or key in schema.top else schema.roles.get(key)
+    if spec is None:
+        raise GeneratorError(key, "unknown key" + did_you_mean(key, _all_keys() + list(schema.roles)))
+    result: dict[str, Any] = {"key": key, "schema": spec}
+    param = mapping.params.get(key) if len(parts) == 1 else None
+    if param is not None:
+        result["flags"] = {}
+        for backend in BACKENDS:
+            spans: list[dict[str, Any]] = []
+            for version in mapping.backends[backend]["versions"]:
+                found = param.flag_for(backend, version)
+                span = {"flag": found[0] if found else None}
+                if found and found[1].value is not None:
+                    span["value"] = found[1].value.source
+                if spans and {k: v for k, v in spans[-1].items() if k != "versions"} == span:
+                    spans[-1]["versions"].append(version)
+                else:
+                    spans.append({**span, "versions": [version]})
+            result["flags"][backend] = spans
+    return result
+
+
+def format_explain(info: dict[str, Any]) -> str:
+    """Plain-text rendering for the terminal."""
+    lines = [f"{info['key']}: {info['schema'].get('help', '')}"]
+    lines += [f"  {k}: {v}" for k, v in info["schema"].items() if k != "help"]
+    for backend, spans in info.get("flags", {}).items():
+        for span in spans:
+            versions = span["versions"][0] if len(span["versions"]) == 1 else f"{span['versions'][0]}..{span['versions'][-1]}"
+            value = f"  (value: {span['value']})" if "value" in span else ""
+            lines.append(f"  {backend} {versions}: {span['flag'] or '(not supported)'}{value}")
+    return "\n".join(lines)

@@ -1,0 +1,48 @@
+"""From a unified document to a resolved Deployment: schema, runtime, defaults, mode, rules (one path)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from generator.defaults import apply_defaults, canonical
+from generator.mapping import load_mapping
+from generator.model import Deployment, build_deployment, detect_mode
+from generator.rule_apply import apply_rules, order_rules
+from generator.rule_parse import load_rule_set
+from generator.schema import check_backend_keys, check_document, load_schema
+from generator.versions import check_image_tag, resolve_runtime
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """`resolved_input` is re-loadable (generator_config.yaml); `provenance` maps rule-set values to rules."""
+
+    deployment: Deployment
+    resolved_input: dict[str, Any]
+    provenance: dict[str, str]
+    warnings: tuple[str, ...]
+
+
+def resolve(doc: Any, where: str) -> Resolution:
+    """Validate, resolve the runtime, fill defaults, decide the mode and apply the rule set."""
+    schema = load_schema()
+    check_document(doc, where)
+    top = {key: doc.get(key, spec.get("default")) for key, spec in schema.top.items()}
+    check_backend_keys(doc, top["backend"])
+    mapping = load_mapping()
+    runtime = resolve_runtime(top["backend"], top["version"], top["generator_dynamo_version"], top["target"],
+                              mapping.backends[top["backend"]]["versions"])
+    warnings = list(runtime.warnings)
+    resolved = apply_defaults(doc, {"runtime_image": runtime.image, "backend_version": runtime.version,
+                                    "dynamo_version": runtime.dynamo_version})
+    resolved["version"] = runtime.version
+    resolved["generator_dynamo_version"] = runtime.dynamo_version
+    resolved["DynConfig"]["mode"] = detect_mode(resolved["Workers"], resolved["DynConfig"].get("mode"))
+    resolved = canonical(resolved)
+    if "k8s_image" in doc.get("K8sConfig", {}):
+        warnings += check_image_tag(resolved["K8sConfig"]["k8s_image"], runtime, top["target"])
+    rules = order_rules(load_rule_set(resolved["rule"], top["backend"], schema, "rule"), schema)
+    final, provenance = apply_rules(rules, resolved, schema)
+    deployment = build_deployment(final, doc, runtime, top["target"])
+    return Resolution(deployment, resolved, provenance, tuple(warnings))

@@ -1,0 +1,1 @@
+"""Bring-up ledger and support matrix: lane specs, derived cells, events, decisions, matrix snapshots."""

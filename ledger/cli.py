@@ -1,0 +1,155 @@
+"""`perfledger ledger build|report|decide|events` and the `matrix` group."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ledger.matrix.cli import JSON, WAREHOUSE, _warehouse, matrix_app
+from perfledger.console import EXIT_USAGE, emit_json, fail
+
+ledger_app = typer.Typer(no_args_is_help=True, help="Bring-up ledgers derived from the warehouse (lane specs in schemas/lanes/).")
+AS_OF = typer.Option(None, "--as-of", help="ISO timestamp, or a version of the warehouse's batches table.")
+
+
+def _spec(model: str, as_json: bool):
+    from ledger.specs import LaneSpecError, find_spec
+
+    try:
+        return find_spec(model)
+    except LaneSpecError as exc:
+        fail(str(exc), as_json=as_json)
+
+
+def _cells(wh, spec, as_of: Optional[str], as_json: bool, record: bool):
+    """(as_of stamp, cells): time travel when --as-of, else the warm state or a fresh derivation."""
+    from ledger.source import build_cells, resolve_as_of
+    from ledger.specs import LaneSpecError
+    from ledger.state import current_cells
+    from warehouse.lock import run_lock
+
+    try:
+        stamp = resolve_as_of(wh, as_of)
+        if not wh.curated_tables():
+            fail(f"warehouse {wh.root} holds no curated tables; run `perfledger ingest` first", as_json=as_json)
+        if stamp is not None:
+            return stamp, build_cells(wh, spec, stamp)
+        if not record:
+            return None, current_cells(wh, spec, record=False)[0]
+        with run_lock(wh.root, purpose="ledger build"):
+            return None, current_cells(wh, spec, record=True)[0]
+    except (LaneSpecError, ValueError) as exc:
+        fail(str(exc), code=EXIT_USAGE if isinstance(exc, ValueError) and "--as-of" in str(exc) else 1, as_json=as_json)
+
+
+@ledger_app.command("build")
+def build_cmd(model: str = typer.Argument(..., help="HF id (moonshotai/Kimi-K3) or spec name (kimi-k3)."),
+              warehouse: Optional[str] = WAREHOUSE, as_of: Optional[str] = AS_OF, as_json: bool = JSON,
+              record: bool = typer.Option(True, "--record/--no-record", help="Store the cells and append change events.")) -> None:
+    """Derive the model's lane cells (rows, kernel sources, status, claim) from the warehouse."""
+    from ledger.view import build_payload
+
+    spec = _spec(model, as_json)
+    wh = _warehouse(warehouse)
+    stamp, cells = _cells(wh, spec, as_of, as_json, record)
+    payload = build_payload(spec, cells, stamp)
+    if as_json:
+        emit_json(payload)
+        return
+    for c in payload["cells"]:
+        claim = "" if c["claim"] is None else f" (claim {c['claim']})"
+        typer.echo(f"{c['lane']:<16} {c['system']:<20} {c['backend']} {c['version']:<14} {c['rows']:>7} {c['status']}{claim}")
+    typer.echo(f"{payload['by_status']}; {len(payload['mismatches'])} mismatch(es)")
+
+
+@ledger_app.command("report")
+def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "--format", help="md or html."),
+               out: str = typer.Option(..., "--out", help="Output file."), warehouse: Optional[str] = WAREHOUSE,
+               as_of: Optional[str] = AS_OF,
+               matrix_label: Optional[str] = typer.Option(None, "--matrix-label", help="Support-matrix snapshot (default: latest import)."),
+               ours_label: str = typer.Option("perfledger", "--ours", help="Our built matrix to explain against the imported one."),
+               as_json: bool = JSON) -> None:
+    """Render the final-state ledger record (Markdown or HTML) from the warehouse tables."""
+    from pathlib import Path
+
+    from ledger.decisions import ordered
+    from ledger.matrix.compare import model_disagreements
+    from ledger.matrix.store import SnapshotError, labels, read_snapshot
+    from ledger.matrix.summary import model_block
+    from ledger.record import stored_events
+    from ledger.source import DECISIONS_TABLE, now_iso, read_or_empty
+    from ledger.view import report_context
+    from reports.ledger_report import render
+
+    if fmt not in ("md", "html"):
+        fail(f"--format {fmt!r}: expected md or html", code=EXIT_USAGE, as_json=as_json)
+    spec = _spec(model, as_json)
+    wh = _warehouse(warehouse)
+    stamp, cells = _cells(wh, spec, as_of, as_json, record=False)
+    events = stored_events(wh, spec.model)
+    decisions = ordered(read_or_empty(wh, DECISIONS_TABLE), spec.model)
+    if stamp is not None:
+        events = events.filter(events["at"] <= stamp) if events.height else events
+        decisions = [d for d in decisions if d["recorded_at"] <= stamp]
+    matrix = ours = None
+    try:
+        label, frame = read_snapshot(wh, matrix_label)
+        matrix = {"label": label, **model_block(frame, spec.model)}
+        if ours_label != label and ours_label in labels(wh)["label"].to_list():
+            ours = {"label": ours_label, "imported": label,
+                    **model_disagreements(read_snapshot(wh, ours_label)[1], frame, spec.model)}
+    except SnapshotError as exc:
+        if matrix_label is not None:
+            fail(str(exc), as_json=as_json)
+    context = report_context(spec, cells, events, decisions, matrix, stamp, now_iso(), ours)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(render(context, fmt), encoding="utf-8")
+    if as_json:
+        emit_json({"model": spec.model, "format": fmt, "out": str(out), "cells": cells.height})
+    else:
+        typer.echo(f"wrote {out}")
+
+
+@ledger_app.command("decide")
+def decide_cmd(model: str = typer.Argument(...), date: str = typer.Option(..., "--date", help="YYYY-MM-DD"),
+               text: str = typer.Option(..., "--text"), lane: Optional[str] = typer.Option(None, "--lane"),
+               warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+    """Record a dated owner decision or note (optionally about one lane)."""
+    from ledger.decisions import DecisionError, make_decision
+    from ledger.source import DECISIONS_TABLE, now_iso
+    from warehouse.lock import run_lock
+
+    spec = _spec(model, as_json)
+    try:
+        row = make_decision(spec, date, text, lane, now_iso())
+    except DecisionError as exc:
+        fail(str(exc), code=EXIT_USAGE, as_json=as_json)
+    wh = _warehouse(warehouse)
+    with run_lock(wh.root, purpose="ledger decide"):
+        version = wh.write_table(DECISIONS_TABLE, row, mode="append")
+    if as_json:
+        emit_json({**row.to_dicts()[0], "table_version": version})
+    else:
+        typer.echo(f"recorded decision for {spec.model} on {row['date'][0]}")
+
+
+@ledger_app.command("events")
+def events_cmd(model: str = typer.Argument(...), warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+    """The model's change events (collect, append, replace, prune, relabel, ...) in time order."""
+    from ledger.record import stored_events
+
+    spec = _spec(model, as_json)
+    rows = stored_events(_warehouse(warehouse), spec.model).to_dicts()
+    if as_json:
+        emit_json({"model": spec.model, "events": rows})
+        return
+    for e in rows:
+        typer.echo(f"{e['at']} {e['kind']:<9} {e['lane']} {e['system']} {e['backend']} {e['version']}: "
+                   f"{e['rows_before']} -> {e['rows_after']} ({', '.join(e['batch_ids'])})")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `ledger` and `matrix` command groups."""
+    app.add_typer(ledger_app, name="ledger")
+    app.add_typer(matrix_app, name="matrix")

@@ -1,0 +1,1 @@
+"""Support-matrix snapshots: CSV import, counts, comparison between two states."""

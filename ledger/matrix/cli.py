@@ -1,0 +1,153 @@
+"""`perfledger matrix import|count|compare|labels`: support-matrix snapshots in the warehouse."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from perfledger.console import EXIT_USAGE, emit_json, fail
+
+matrix_app = typer.Typer(no_args_is_help=True, help="Support-matrix snapshots: import, count, compare.")
+WAREHOUSE = typer.Option(None, "--warehouse", help="Warehouse root (default: $PERFLEDGER_WAREHOUSE, then var/warehouse).")
+JSON = typer.Option(False, "--json", help="Print one JSON object on stdout.")
+
+
+def emit(payload, as_json: bool, text: str) -> None:
+    """One JSON document with --json, else one human line."""
+    if as_json:
+        emit_json(payload)
+    else:
+        typer.echo(text)
+
+
+def _warehouse(root: Optional[str]):
+    from warehouse.paths import resolve_root
+    from warehouse.store import Warehouse
+
+    return Warehouse(resolve_root(root))
+
+
+@matrix_app.command("import")
+def import_cmd(directory: str = typer.Argument(..., help="CSV-per-system directory (with index.json) or one CSV."),
+               label: str = typer.Option(..., "--label", help="Snapshot label, e.g. head-095f58a."),
+               warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+    """Validate a support matrix and store it as a labelled snapshot (re-importing a label replaces it)."""
+    from pathlib import Path
+
+    from ledger.matrix.reader import MatrixFormatError, read_matrix
+    from ledger.matrix.store import SnapshotError, store_snapshot
+    from ledger.matrix.summary import summarize
+
+    try:
+        frame = read_matrix(Path(directory))
+        wh = _warehouse(warehouse)
+        from warehouse.lock import run_lock
+
+        with run_lock(wh.root, purpose="matrix import"):
+            store_snapshot(wh, frame, label, str(Path(directory).resolve()))
+    except (MatrixFormatError, SnapshotError) as exc:
+        fail(str(exc), as_json=as_json)
+    summary = summarize(frame, label)
+    emit(summary, as_json, f"{label}: {summary['rows']} rows, {len(summary['models'])} models, {summary['by_status']}")
+
+
+@matrix_app.command("count")
+def count_cmd(model: str = typer.Option(..., "--model", help="HuggingFaceID, e.g. moonshotai/Kimi-K3."),
+              label: Optional[str] = typer.Option(None, "--label", help="Snapshot label (default: latest import)."),
+              warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+    """Rows of one model in a stored snapshot, by status."""
+    from ledger.matrix.store import SnapshotError, read_snapshot
+    from ledger.matrix.summary import count_model
+
+    try:
+        label, frame = read_snapshot(_warehouse(warehouse), label)
+    except SnapshotError as exc:
+        fail(str(exc), as_json=as_json)
+    result = count_model(frame, model)
+    emit(result, as_json, f"{model} in {label}: {result['rows']} rows, {result['by_status']}")
+
+
+@matrix_app.command("compare")
+def compare_cmd(old: str = typer.Argument(..., help="Old state: a stored label, a directory or a CSV."),
+                new: str = typer.Argument(..., help="New state: a stored label, a directory or a CSV."),
+                warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+    """Added/removed/changed rows on the six-column key. Exit 0 same, 1 changes, 2 a blocking transition."""
+    from ledger.matrix.compare import compare_matrices
+    from ledger.matrix.reader import MatrixFormatError
+    from ledger.matrix.store import SnapshotError, resolve
+
+    try:
+        wh = _warehouse(warehouse)
+        old_name, a = resolve(wh, old)
+        new_name, b = resolve(wh, new)
+    except (MatrixFormatError, SnapshotError) as exc:
+        fail(str(exc), code=EXIT_USAGE, as_json=as_json)
+    diff = compare_matrices(a, b)
+    payload = diff.as_json(old_name, new_name)
+    if as_json:
+        emit_json(payload)
+    else:
+        typer.echo(f"{old_name} -> {new_name}: +{payload['added']} -{payload['removed']} ~{payload['changed']} "
+                   f"(metadata {payload['metadata_changes']}), blocking {payload['blocking']}")
+        for row in diff.blocking[:20]:
+            typer.echo(f"  BLOCKING {row['category']}: {row['HuggingFaceID']} {row['System']} {row['Backend']} "
+                       f"{row['Version']} {row['Mode']}: {row['old']} -> {row['new']}")
+    raise typer.Exit(diff.exit_code)
+
+
+@matrix_app.command("labels")
+def labels_cmd(warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+    """Stored snapshot labels with row counts, oldest first."""
+    from ledger.matrix.store import labels
+
+    rows = labels(_warehouse(warehouse)).to_dicts()
+    if as_json:
+        emit_json({"labels": rows})
+    else:
+        for r in rows:
+            typer.echo(f"{r['label']}\t{r['rows']}\t{r['imported_at']}\t{r['snapshot_source']}")
+
+
+@matrix_app.command("build")
+def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names (kimi-k3 ...)."),
+              label: str = typer.Option("perfledger", "--label", help="Store the result as this snapshot label."),
+              warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+    """Our own matrix from the warehouse and the estimator; stored as a labelled snapshot."""
+    import polars as pl
+
+    from estimator.batch import estimate
+    from estimator.context import Estimator
+    from estimator.sources import WarehouseSource
+    from estimator.specs import load_spec
+    from ledger.matrix.build import build_rows, combinations
+    from ledger.matrix.rules import load_rules
+    from ledger.matrix.store import BUILT_SOURCE, store_snapshot
+    from ledger.matrix.summary import summarize
+    from ledger.source import build_cells, read_or_empty
+    from ledger.specs import LaneSpecError, find_spec
+    from warehouse.lock import run_lock
+
+    wh = _warehouse(warehouse)
+    batches = read_or_empty(wh, "batches")
+    if not batches.height:
+        fail(f"warehouse {wh.root} has no ingested batches; run `perfledger ingest` first", as_json=as_json)
+    partitions = batches.filter(pl.col("status") == "ingested") if "status" in batches.columns else batches
+    est = Estimator(WarehouseSource(wh.root))
+    rules = load_rules()
+    frames = []
+    for model in models:
+        try:
+            spec = find_spec(model)
+        except LaneSpecError as exc:
+            fail(str(exc), as_json=as_json)
+        cells = build_cells(wh, spec)
+        lane_rows = {(c["lane"], c["system"], c["backend"], c["version"]): c["rows"] for c in cells.iter_rows(named=True)}
+        flops = {s: load_spec(s).flops for s in spec.systems}
+        frames.append(build_rows(spec, combinations(partitions, spec, rules),
+                                 lambda op, q, mode: estimate(est, op, q, mode=mode), flops, lane_rows, rules))
+    frame = pl.concat(frames).with_columns(source_file=pl.lit("perfledger"), source_line=pl.int_range(pl.len()) + 1)
+    with run_lock(wh.root, purpose="matrix build"):
+        store_snapshot(wh, frame, label, BUILT_SOURCE)
+    summary = summarize(frame, label)
+    emit(summary, as_json, f"{label}: {summary['rows']} rows, {summary['by_status']}")

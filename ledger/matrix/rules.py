@@ -1,0 +1,73 @@
+"""The support-matrix format and comparison rules, loaded once from rules.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+RULES_FILE = Path(__file__).with_name("rules.yaml")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A status change old -> new that falls into a named category."""
+
+    old: frozenset[str]
+    new: frozenset[str] | None  # None = any status other than the old one
+    category: str
+
+    def matches(self, old: str, new: str) -> bool:
+        return old in self.old and old != new and (self.new is None or new in self.new)
+
+
+@dataclass(frozen=True)
+class MatrixRules:
+    """What a valid matrix row looks like and how status changes are classified."""
+
+    key: tuple[str, ...]
+    columns: tuple[str, ...]
+    legacy_widths: tuple[int, ...]
+    statuses: tuple[str, ...]
+    modes: tuple[str, ...]
+    source_tiers: tuple[str, ...]
+    legacy_pass_source: str
+    pass_statuses: tuple[str, ...]
+    blocking: tuple[Transition, ...]
+    listed: tuple[Transition, ...]
+    backends: tuple[str, ...]
+
+    def headers(self) -> dict[tuple[str, ...], int]:
+        """Accepted header tuples -> their width (current first, then the legacy ones)."""
+        widths = (len(self.columns), *self.legacy_widths)
+        return {self.columns[:w]: w for w in widths}
+
+
+def _as_set(value: str | list[str]) -> frozenset[str] | None:
+    if value == "*":
+        return None
+    return frozenset([value] if isinstance(value, str) else value)
+
+
+def _transitions(entries: list[dict]) -> tuple[Transition, ...]:
+    return tuple(Transition(_as_set(e["old"]) or frozenset(), _as_set(e["new"]), e["category"]) for e in entries)
+
+
+@cache
+def load_rules(path: Path = RULES_FILE) -> MatrixRules:
+    raw = yaml.safe_load(path.read_text())
+    return MatrixRules(
+        key=tuple(raw["key"]),
+        columns=tuple(raw["columns"]),
+        legacy_widths=tuple(raw["legacy_widths"]),
+        statuses=tuple(raw["statuses"]),
+        modes=tuple(raw["modes"]),
+        source_tiers=tuple(raw["source_tiers"]),
+        legacy_pass_source=raw["legacy_pass_source"],
+        pass_statuses=tuple(raw["pass_statuses"]),
+        blocking=_transitions(raw["blocking"]),
+        listed=_transitions(raw["listed"]),
+        backends=tuple(raw["backends"]),
+    )

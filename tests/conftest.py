@@ -1,0 +1,31 @@
+"""Project-wide test fixtures: where the real data lives (../shared and the installed wheel)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = (REPO_ROOT / ".." / "shared").resolve()
+SHARED_TREE = SHARED / "aic" / "perfdb-095f58a" / "systems" / "data"
+SHARED_CAMPAIGN = SHARED / "collected" / "vllm-0.20.0-campaign"
+
+os.environ.setdefault("PREFECT_HOME", str(REPO_ROOT / "var" / "prefect-tests"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+@pytest.fixture(scope="session")
+def shared_tree() -> Path:
+    if not SHARED_TREE.is_dir():
+        pytest.fail(f"real data missing: {SHARED_TREE} (../shared must sit beside the repo)")
+    return SHARED_TREE
+
+
+@pytest.fixture(scope="session")
+def shared_campaign() -> Path:
+    if not SHARED_CAMPAIGN.is_dir():
+        pytest.fail(f"real data missing: {SHARED_CAMPAIGN}")
+    return SHARED_CAMPAIGN

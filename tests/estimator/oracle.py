@@ -1,0 +1,53 @@
+"""Thin adapter over aiconfigurator-core 0.12.0's public API, used only as the parity oracle."""
+
+from __future__ import annotations
+
+
+class Oracle:
+    def __init__(self):
+        from aiconfigurator_core.sdk import common
+        from aiconfigurator_core.sdk.engine import EngineHandle, build_ops_json
+        from aiconfigurator_core.sdk.perf_database import get_database, get_database_view
+
+        self.common, self.EngineHandle, self.build = common, EngineHandle, build_ops_json
+        self.get_database, self.get_view = get_database, get_database_view
+        self._handles: dict = {}
+
+    def handle(self, system: str, backend: str, version: str, mode: str = "SILICON"):
+        key = (system, backend, version, mode)
+        if key not in self._handles:
+            if mode == "SILICON":
+                db = self.get_database(system, backend, version)
+            else:
+                db = self.get_view(system, backend, version, database_mode=mode)
+            self._handles[key] = self.EngineHandle.for_database(db)
+        return self._handles[key]
+
+    def run(self, handle, op, x: int):
+        """(latency_ms, provenance) or (None, None) when the reference raises a missing-data error."""
+        try:
+            _, ms, _, _ = handle.evaluate_ops_json(self.build([op]), is_context=True, batch_size=1, s=1, x=int(x))[0]
+        except Exception as exc:  # the reference signals misses with several exception types
+            if "PerfDataNotAvailable" in type(exc).__name__ or "Empirical" in type(exc).__name__ or "missing" in str(exc):
+                return None, None
+            raise
+        return ms, handle.last_provenance()
+
+    def gemm(self, system, backend, version, quant, m, n, k, mode="SILICON"):
+        from aiconfigurator_core.sdk.operations import GEMM
+
+        op = GEMM("g", 1.0, int(n), int(k), self.common.GEMMQuantMode[quant])
+        return self.run(self.handle(system, backend, version, mode), op, m)
+
+    def moe(self, system, backend, version, quant, distribution, gated, topk, experts, hidden, inter, tp, ep, tokens, mode="SILICON"):
+        from aiconfigurator_core.sdk.operations import MoE
+
+        op = MoE("moe", 1.0, int(hidden), int(inter), int(topk), int(experts), int(tp), int(ep),
+                 self.common.MoEQuantMode[quant], distribution, 1, is_gated=bool(gated))
+        return self.run(self.handle(system, backend, version, mode), op, tokens)
+
+    def nccl(self, system, backend, version, op, quant, num_gpus, elements, mode="SILICON"):
+        from aiconfigurator_core.sdk.operations import NCCL
+
+        op = NCCL("c", 1.0, op, int(elements), int(num_gpus), self.common.CommQuantMode[quant])
+        return self.run(self.handle(system, backend, version, mode), op, 1)

@@ -1,0 +1,66 @@
+"""`perfledger estimate ...`: JSON shape, per-line output for --queries, exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from perfledger.cli import app
+
+pytestmark = pytest.mark.aic
+H200 = ["--system", "h200_sxm", "--backend", "trtllm", "--version", "1.3.0rc20", "--data", "aic-package"]
+
+
+def _run(*args):
+    return CliRunner().invoke(app, ["estimate", *args])
+
+
+def test_gemm_json_matches_worked_example():
+    res = _run("gemm", *H200, "--quant", "bfloat16", "--m", "1000", "--n", "5000", "--k", "3000", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert set(out) == {"latency_ms", "sol_ms", "source"}
+    assert out["latency_ms"] == pytest.approx(0.0412548, rel=1e-5) and out["source"] == "silicon"
+
+
+def test_hybrid_quant_transfer_label():
+    res = _run("gemm", *H200, "--quant", "int4_wo", "--m", "4096", "--n", "4096", "--k", "4096", "--mode", "hybrid", "--json")
+    out = json.loads(res.stdout)
+    assert out["source"] == "xprofile" and out["latency_ms"] == pytest.approx(0.272940, rel=1e-5)
+
+
+def test_missing_quant_exits_1_and_names_it():
+    res = _run("gemm", *H200, "--quant", "int4_wo", "--m", "64", "--n", "4096", "--k", "4096", "--json")
+    assert res.exit_code == 1 and "int4_wo" in json.loads(res.stdout)["error"]
+
+
+def test_unknown_system_exits_1():
+    res = _run("gemm", "--system", "h999", "--backend", "trtllm", "--version", "x", "--data", "aic-package",
+               "--quant", "bfloat16", "--m", "1", "--n", "64", "--k", "64")
+    assert res.exit_code == 1 and "h999" in res.output
+
+
+def test_usage_errors_exit_2():
+    assert _run("gemm", *H200, "--quant", "bfloat16", "--m", "1", "--n", "64").exit_code == 2
+    assert _run("gemm", *H200, "--quant", "bfloat16", "--m", "1", "--n", "64", "--k", "64", "--mode", "nope").exit_code == 2
+    assert _run("gemm", *H200, "--m", "abc").exit_code == 2
+
+
+def test_queries_file_prints_one_object_per_line(tmp_path):
+    csv = tmp_path / "q.csv"
+    csv.write_text("quant,m,n,k\nbfloat16,4096,4096,4096\nfp8,100,5000,3000\nint4_wo,1,64,64\n")
+    res = _run("gemm", *H200, "--queries", str(csv), "--json")
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert res.exit_code == 1 and len(lines) == 3
+    assert lines[0]["latency_ms"] == pytest.approx(0.175461, rel=1e-5)
+    assert "error" in lines[2] and "int4_wo" in lines[2]["error"]
+
+
+def test_moe_and_comm_commands():
+    res = _run("moe", *H200, "--quant", "fp8", "--hidden", "4096", "--inter", "1536", "--topk", "8", "--experts", "128",
+               "--ep", "8", "--tokens", "3000", "--mode", "sol", "--json")
+    assert json.loads(res.stdout) == {"latency_ms": pytest.approx(0.07091456), "sol_ms": pytest.approx(0.07091456), "source": "sol"}
+    res = _run("comm", "--system", "h200_sxm", "--op", "all_gather", "--num-gpus", "6", "--elements", "1000", "--data", "aic-package", "--json")
+    assert res.exit_code == 1 and "num_gpus=6" in json.loads(res.stdout)["error"]

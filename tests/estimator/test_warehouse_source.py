@@ -1,0 +1,54 @@
+"""WarehouseSource answers exactly like the public-tree reader on the same ingested data."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from estimator.batch import estimate
+from estimator.context import Estimator
+from estimator.sources import TreeSource, WarehouseSource
+from tests.estimator.conftest import SHARED_DATA
+
+GEMM = SHARED_DATA / "h200_sxm" / "gemm" / "trtllm"
+
+
+@pytest.fixture(scope="module")
+def warehouse_root(tmp_path_factory):
+    pytest.importorskip("warehouse.store")
+    from warehouse.ingest import ingest
+    from warehouse.store import Warehouse
+
+    root = tmp_path_factory.mktemp("wh")
+    report = ingest([str(GEMM / v) for v in ("1.2.0rc5", "1.3.0rc10", "1.3.0rc15")], Warehouse(root))
+    assert not report.failed_batches, report.failed_batches
+    return root
+
+
+def test_reuse_declaration_comes_from_the_warehouse(warehouse_root):
+    src = WarehouseSource(warehouse_root)
+    assert src.reuse_donors("h200_sxm", "gemm", "trtllm", "1.3.0rc15") == {"gemm_perf": "1.3.0rc10"}
+    assert src.versions("h200_sxm", "gemm", "trtllm") == ["1.2.0rc5", "1.3.0rc10"]
+
+
+def test_warehouse_and_tree_give_identical_answers(warehouse_root):
+    tree, wh = Estimator(TreeSource(SHARED_DATA)), Estimator(WarehouseSource(warehouse_root))
+    table = tree.table("h200_sxm", "trtllm", "1.3.0rc10", "gemm_perf", shared=False)
+    rng = np.random.default_rng(5)
+    sites = table.select("n", "k").unique().sort("n", "k").to_numpy()
+    n, k = sites[rng.integers(len(sites), size=400)].T
+    m = np.exp(rng.uniform(0, np.log(100_000), 400)).astype(np.int64)
+    frame = pl.DataFrame({"system": "h200_sxm", "backend": "trtllm", "version": "1.3.0rc15", "quant": "bfloat16",
+                          "m": m, "n": n, "k": k})
+    ours = estimate(wh, "gemm", frame, mode="silicon")
+    ref = estimate(tree, "gemm", frame, mode="silicon")
+    assert ours["latency_ms"].to_list() == ref["latency_ms"].to_list()
+    assert ours["source"].to_list() == ref["source"].to_list()
+
+
+def test_missing_table_in_warehouse_is_named(warehouse_root):
+    from estimator.errors import NoDataError
+
+    with pytest.raises(NoDataError, match="moe_perf"):
+        WarehouseSource(warehouse_root).resolve("h200_sxm", "trtllm", "1.3.0rc20", "moe_perf")

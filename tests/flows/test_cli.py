@@ -1,0 +1,52 @@
+"""The CLI contract scripts depend on: JSON shapes and exit codes of ingest, validate, tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from perfledger.cli import app
+from tests.warehouse.conftest import GEMM_HEADER, H200_VLLM, gemm_line, write_staging
+
+runner = CliRunner()
+INGEST_KEYS = {"batches", "new_batches", "rows_accepted", "rows_quarantined", "rows_duplicate", "failed_batches", "tables"}
+
+
+def _json(result) -> dict:
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_ingest_json_contract_and_exit_codes(tmp_path: Path) -> None:
+    folder = write_staging(tmp_path / "out", "gemm_perf", GEMM_HEADER, [gemm_line(1), gemm_line(2, "-1")], batch=H200_VLLM)
+    wh = str(tmp_path / "wh")
+    result = runner.invoke(app, ["ingest", str(folder), "--warehouse", wh, "--json"])
+    assert result.exit_code == 0, result.output
+    payload = _json(result)
+    assert INGEST_KEYS <= set(payload)
+    assert (payload["batches"], payload["new_batches"], payload["rows_accepted"], payload["rows_quarantined"]) == (1, 1, 1, 1)
+    assert payload["tables"] == {"gemm_perf": 1}
+
+    tables = runner.invoke(app, ["tables", "--warehouse", wh, "--json"])
+    assert json.loads(tables.stdout) == [{"table": "gemm_perf", "system": "h200_sxm", "family": "gemm", "backend": "vllm",
+                                          "version": "0.20.0", "rows": 1}]
+
+    (folder / "moe_perf.txt").write_text("")
+    failed = runner.invoke(app, ["ingest", str(folder), "--warehouse", wh, "--json"])
+    assert failed.exit_code == 1
+    assert "empty file" in _json(failed)["failed_batches"][0]["error"]
+
+
+def test_validate_writes_nothing(tmp_path: Path) -> None:
+    folder = write_staging(tmp_path / "out", "gemm_perf", GEMM_HEADER, [gemm_line(1)], batch=H200_VLLM)
+    result = runner.invoke(app, ["validate", str(folder), "--json"], env={"PERFLEDGER_WAREHOUSE": str(tmp_path / "wh")})
+    assert result.exit_code == 0 and _json(result)["rows_accepted"] == 1
+    assert not (tmp_path / "wh").exists()
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    missing = runner.invoke(app, ["ingest", str(tmp_path / "nope"), "--warehouse", str(tmp_path / "wh"), "--json"])
+    assert missing.exit_code == 2 and "no such file or directory" in _json(missing)["error"]
+    assert runner.invoke(app, ["ingest"]).exit_code == 2
+    assert runner.invoke(app, ["tables", "--bogus"]).exit_code == 2

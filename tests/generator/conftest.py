@@ -1,0 +1,68 @@
+"""Shared helpers for generator tests: example documents, rendering, and the shell checkers."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generator.api import Rendered, build_document, render_document
+from generator.yamlio import load_yaml_file
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "deployments"
+GOLDEN = REPO / "tests" / "golden" / "generator"
+
+
+def example(name: str) -> dict[str, Any]:
+    """A fresh copy of examples/deployments/<name>.yaml."""
+    return copy.deepcopy(load_yaml_file(EXAMPLES / f"{name}.yaml"))
+
+
+def render(doc: dict[str, Any], overrides: list[str] | None = None, **promoted: str) -> Rendered:
+    return render_document(build_document(copy.deepcopy(doc), overrides or [], **promoted), "test.yaml")
+
+
+def minimal(backend: str = "vllm", mode: str = "agg", **sections: Any) -> dict[str, Any]:
+    """The smallest valid document for a backend and mode."""
+    roles = {"agg": {"agg": {"tensor_parallel_size": 1}}}.get(
+        mode, {"prefill": {"tensor_parallel_size": 1}, "decode": {"tensor_parallel_size": 1}})
+    doc: dict[str, Any] = {"backend": backend, "ServiceConfig": {"model_path": "org/model"}, "Workers": roles}
+    doc.update(sections)
+    return doc
+
+
+def shellcheck_path() -> str:
+    """Shellcheck is a hard requirement of these tests: fail loudly, never skip."""
+    path = shutil.which("shellcheck")
+    if path is None:
+        pytest.fail("shellcheck is not installed: `apt-get install -y shellcheck` (Debian package); "
+                    "the generated-script tests need it")
+    return path
+
+
+def bash_parse(script: str) -> str:
+    """Bash's own normalised print of the script's parse (the body of a function it never runs)."""
+    wrapped = f"__pl_parse() {{\n{script}\n}}"
+    proc = subprocess.run(["bash", "-c", 'eval "$1" && declare -f __pl_parse', "bash", wrapped],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+_QUOTED = re.compile(r"""'[^']*'(?:"'"'[^']*')*""")
+
+
+def parse_skeleton(script: str) -> str:
+    """The parse with every single-quoted word replaced by Q: equal skeletons = same command structure."""
+    return _QUOTED.sub("Q", bash_parse(script))
+
+
+def bash_n(script: str) -> None:
+    proc = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr

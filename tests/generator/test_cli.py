@@ -1,0 +1,68 @@
+"""`perfledger generate`: JSON contract, exit codes, --explain, and the files on disk."""
+
+import json
+import os
+import stat
+
+import yaml
+from typer.testing import CliRunner
+
+from perfledger.cli import app
+
+from .conftest import EXAMPLES
+
+RUNNER = CliRunner()
+
+
+def invoke(*args):
+    return RUNNER.invoke(app, ["generate", *args])
+
+
+def test_generate_json_contract_and_files(tmp_path):
+    result = invoke(str(EXAMPLES / "vllm_disagg.yaml"), "--out", str(tmp_path), "--json",
+                    "--set", "WorkerConfig.decode_workers=1", "--backend", "sglang", "--version", "0.5.11")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert set(payload) == {"files", "mode", "warnings"} and payload["mode"] == "disagg"
+    names = {os.path.relpath(p, tmp_path) for p in payload["files"]}
+    assert {"k8s_deploy.yaml", "run_0.sh", "generator_config.yaml", "bench_run.sh"} <= names
+    assert os.stat(tmp_path / "run_0.sh").st_mode & stat.S_IXUSR
+    cfg = yaml.safe_load((tmp_path / "generator_config.yaml").read_text())
+    assert cfg["backend"] == "sglang" and cfg["WorkerConfig"]["decode_workers"] == 1
+
+
+def test_invalid_input_exits_1_with_key_path(tmp_path):
+    result = invoke(str(EXAMPLES / "vllm_agg.yaml"), "--out", str(tmp_path), "--json",
+                    "--set", "Workers.agg.tensor_paralel_size=2")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["error"].startswith("Workers.agg.tensor_paralel_size: unknown worker key")
+
+
+def test_bad_yaml_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("ServiceConfig:\n  model_path: [unclosed\n")
+    result = invoke(str(bad), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 1 and f"{bad}:" in result.output
+
+
+def test_duplicate_yaml_keys_are_errors(tmp_path):
+    bad = tmp_path / "dup.yaml"
+    bad.write_text("ServiceConfig:\n  model_path: a\n  model_path: b\n")
+    result = invoke(str(bad), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 1 and "duplicate key 'model_path'" in result.output
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert invoke(str(EXAMPLES / "vllm_agg.yaml"), "--out", str(tmp_path), "--set", "nokey").exit_code == 2
+    assert invoke(str(EXAMPLES / "vllm_agg.yaml")).exit_code == 2
+    assert invoke("--bogus").exit_code == 2
+
+
+def test_explain_text_and_json():
+    text = invoke("--explain", "kv_cache_dtype")
+    assert text.exit_code == 0 and "trtllm 1.0.0rc4..1.3.0rc23: kv_cache_config.dtype" in text.stdout
+    info = json.loads(invoke("--explain", "Workers.decode.max_batch_size", "--json").stdout)
+    assert info["flags"]["vllm"] == [{"flag": "--max-num-seqs", "versions": info["flags"]["vllm"][0]["versions"]}]
+    assert invoke("--explain", "ServiceConfig.port").exit_code == 0
+    missing = invoke("--explain", "ServiceConfig.prot")
+    assert missing.exit_code == 1 and "did you mean 'ServiceConfig.port'" in missing.output

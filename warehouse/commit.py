@@ -1,0 +1,128 @@
+"""The commit buffer: prepared batches in, Delta commits out, in an order that survives interruption.
+
+Curated slices are flushed table by table once a table holds enough rows (bounded memory, few
+commits); findings (quarantine, advisories, duplicates), reuse declarations and finally the
+`batches` record are written at close. Every write replaces whole slices, so re-running an
+interrupted ingest converges: nothing doubles, nothing is lost.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import polars as pl
+
+from warehouse.normalise import NormalisedTable
+from warehouse.prepare import PreparedBatch
+from warehouse.store import SLICE_COLUMNS, Warehouse
+
+FLUSH_ROWS = 1_500_000
+FINDING_SLICE = ("table", "system", "backend", "version")
+FINDING_TABLES = ("quarantine", "advisories", "duplicates")
+REUSE_SLICE = ("system", "family", "backend", "version")
+
+SliceKey = tuple[str, str, str]
+
+
+class CommitBuffer:
+    """Collect prepared batches and write them; a later batch for the same slice supersedes an earlier one."""
+
+    def __init__(self, warehouse: Warehouse, flush_rows: int = FLUSH_ROWS):
+        self.warehouse = warehouse
+        self.flush_rows = flush_rows
+        self.curated: dict[str, dict[SliceKey, pl.DataFrame]] = {}
+        self.findings: dict[tuple[str, *SliceKey], NormalisedTable] = {}
+        self.batches: list[PreparedBatch] = []
+
+    def add(self, prepared: PreparedBatch) -> None:
+        src = prepared.source
+        key: SliceKey = (src.system, src.backend, src.version)
+        self.batches.append(prepared)
+        for table, normalised in prepared.tables.items():
+            self.curated.setdefault(table, {})[key] = normalised.curated
+            self.findings[(table, *key)] = normalised.without_curated()
+            if sum(f.height for f in self.curated[table].values()) >= self.flush_rows:
+                self._flush_table(table)
+
+    def _flush_table(self, table: str) -> None:
+        slices = self.curated.pop(table, {})
+        if slices:
+            frame = pl.concat(list(slices.values()), how="diagonal_relaxed")
+            self.warehouse.replace_slices(self.warehouse.curated_uri(table), frame, SLICE_COLUMNS,
+                                          partition_by=SLICE_COLUMNS, clear=list(slices))
+
+    def close(self) -> None:
+        """Flush everything; the `batches` record goes last (a batch counts only once all its rows are in)."""
+        if not self.batches:
+            return
+        for table in sorted(self.curated):
+            self._flush_table(table)
+        for name in FINDING_TABLES:
+            frames = [getattr(normalised, name).with_columns(pl.lit(key[0]).alias("table"))
+                      for key, normalised in self.findings.items()]
+            self.warehouse.replace_slices(self.warehouse.table_uri(name), pl.concat(frames, how="diagonal_relaxed"),
+                                          FINDING_SLICE, partition_by=["table"], clear=list(self.findings))
+        self._write_reuse()
+        self.warehouse.write_table("batch_tables", pl.concat([_batch_table_rows(p) for p in self.batches], how="diagonal_relaxed"))
+        self.warehouse.write_table("batches", pl.DataFrame([_batch_row(p) for p in self.batches]))
+        self.batches, self.findings = [], {}
+
+    def _write_reuse(self) -> None:
+        tree = [p for p in self.batches if p.source.kind == "tree"]
+        if not tree:
+            return
+        rows = [{"system": p.source.system, "family": p.source.family, "backend": p.source.backend,
+                 "version": p.source.version, "batch_id": p.batch_id, **entry} for p in tree for entry in p.reuse]
+        schema = {c: pl.String for c in (*REUSE_SLICE, "batch_id", "table", "from_version", "reason", "approved_by")}
+        clear = [(p.source.system, p.source.family, p.source.backend, p.source.version) for p in tree]
+        self.warehouse.replace_slices(self.warehouse.table_uri("reuse"), pl.DataFrame(rows, schema=schema), REUSE_SLICE,
+                                      clear=clear)
+
+
+def _meta_field(prepared: PreparedBatch, *path: str) -> str | None:
+    node: object = prepared.meta
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return None if node is None else str(node)
+
+
+def _batch_row(prepared: PreparedBatch) -> dict:
+    src = prepared.source
+    return {
+        "batch_id": prepared.batch_id, "content_hash": src.content_hash(), "source": src.source,
+        "source_kind": src.kind, "source_key": src.key, "system": src.system, "family": src.family,
+        "backend": src.backend, "version": src.version, "status": "ingested", "error": None,
+        "files": len(src.files), "rows_accepted": prepared.count("rows_accepted"),
+        "rows_quarantined": prepared.count("rows_quarantined"), "rows_duplicate": prepared.count("rows_duplicate"),
+        "reuse_entries": len(prepared.reuse), "failed_cases": sum(prepared.failed_cases.values()),
+        "meta_provenance": _meta_field(prepared, "provenance"),
+        "meta_framework": _meta_field(prepared, "runtime", "framework"),
+        "meta_image": _meta_field(prepared, "runtime", "image"),
+        "meta_image_digest": _meta_field(prepared, "runtime", "image_digest"),
+        "started_at": prepared.started_at, "finished_at": datetime.now(timezone.utc),
+    }
+
+
+def _batch_table_rows(prepared: PreparedBatch) -> pl.DataFrame:
+    rows = []
+    for name, table in prepared.tables.items():
+        meta = (prepared.meta.get("tables") or {}).get(name) or {}
+        meta = meta if isinstance(meta, dict) else {}
+        rows.append({
+            "batch_id": prepared.batch_id, "table": name, "system": prepared.source.system, "family": table.family,
+            "backend": prepared.source.backend, "version": prepared.source.version,
+            "rows_in": table.rows_in, "rows_accepted": table.rows_accepted,
+            "rows_quarantined": table.rows_quarantined, "rows_duplicate": table.rows_duplicate,
+            "meta_status": _text(meta.get("status")), "meta_collected_at": _text(meta.get("collected_at")),
+            "meta_rows": meta.get("rows"), "meta_collector_hash": _text(meta.get("collector_hash")),
+            "meta_case_plan_hash": _text(meta.get("case_plan_hash")),
+            "meta_image": _meta_field(prepared, "runtime", "image"),
+            "failed_cases": sum(prepared.failed_cases.values()),
+        })
+    schema = {"rows_in": pl.Int64, "rows_accepted": pl.Int64, "rows_quarantined": pl.Int64,
+              "rows_duplicate": pl.Int64, "meta_rows": pl.Int64, "failed_cases": pl.Int64}
+    return pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
