@@ -42,8 +42,8 @@ def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "sil
     return queries.with_columns(pl.Series("latency_ms", latency), pl.Series("sol_ms", sol), labels)
 
 
-def estimate_one(est: Estimator, op: str, *, mode: str = "silicon", **query) -> dict:
+def estimate_one(est: Estimator, family: str, /, *, mode: str = "silicon", **query) -> dict:
     """Single query = a one-row batch; returns {latency_ms, sol_ms, source}."""
-    out = estimate(est, op, pl.DataFrame({k: [v] for k, v in query.items()}), mode=mode)
+    out = estimate(est, family, pl.DataFrame({k: [v] for k, v in query.items()}), mode=mode)
     row = out.row(0, named=True)
     return {"latency_ms": row["latency_ms"], "sol_ms": row["sol_ms"], "source": row["source"]}

@@ -16,6 +16,10 @@ Sources = Annotated[list[str], typer.Argument(help="Paths (collector output, pub
 SystemOpt = Annotated[Optional[str], typer.Option("--system", help="System of collector output (else batch.yaml / folder name).")]
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", help="Backend of collector output.")]
 VersionOpt = Annotated[Optional[str], typer.Option("--version", help="Backend version of collector output.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Pipeline config YAML (default: the embedded one).")]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", help="Output folder for the site, summary and artifacts.")]
+RunnerOpt = Annotated[str, typer.Option("--runner", help="local (threads) or dask (prefect-dask).")]
+AddressOpt = Annotated[Optional[str], typer.Option("--address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster).")]
 
 
 def _progress(enabled: bool):
@@ -101,21 +105,89 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{row['table']:36} {row['system']:20} {row['backend']:8} {row['version']:14} {row['rows']:>9}")
 
     @app.command()
-    def run(config: Annotated[Optional[Path], typer.Option("--config", help="Pipeline config YAML (default: the embedded one).")] = None,
-            warehouse: WarehouseOpt = None,
-            out: Annotated[Optional[Path], typer.Option("--out", help="Output folder for the summary and reports.")] = None,
-            json: JsonOpt = False) -> None:
-        """The main job: ingest the configured sources, build the ledgers, write the summary."""
-        from flows.config import ConfigError, load_pipeline_config
-        from flows.pipeline import run_pipeline
+    def run(config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
+            runner: RunnerOpt = "local", address: AddressOpt = None, json: JsonOpt = False) -> None:
+        """The main job: ingest → validate → ledger → matrix → estimate → generate → publish."""
+        _run_pipeline(config, warehouse, out, runner, address, None, None, json)
+
+    @app.command()
+    def backfill(since: Annotated[str, typer.Option("--since", help="First collection date (YYYY-MM-DD).")],
+                 until: Annotated[Optional[str], typer.Option("--until", help="Last collection date (inclusive).")] = None,
+                 systems: Annotated[Optional[list[str]], typer.Option("--systems", help="Only batches of these systems.")] = None,
+                 models: Annotated[Optional[list[str]], typer.Option("--models", help="Models to re-derive (default: the config's).")] = None,
+                 config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
+                 runner: RunnerOpt = "local", address: AddressOpt = None, json: JsonOpt = False) -> None:
+        """Re-derive ledger, matrix and reports for batches collected in a window (idempotent)."""
+        window = {"since": since, "until": until, "systems": list(systems or [])}
+        _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json)
+
+    @app.command()
+    def serve(file: Annotated[Optional[Path], typer.Option("--file", help="Deployments file (default: prefect.yaml).")] = None,
+              dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the deployments and exit.")] = False,
+              json: JsonOpt = False) -> None:
+        """Serve the prefect.yaml deployments (schedules) against the configured Prefect server."""
+        from flows.serve import DeploymentError, load_deployments, serve_all
 
         try:
-            settings = load_pipeline_config(config, warehouse=warehouse, out=out)
-        except ConfigError as exc:
+            deployments = load_deployments(file)
+        except DeploymentError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=json)
-        result = run_pipeline(settings)
+        if dry_run:
+            payload = [{"name": d.name, "schedules": d.describe_schedules(), "parameters": d.parameters} for d in deployments]
+            emit_json(payload) if json else [typer.echo(f"{p['name']}: {p['schedules']}") for p in payload]
+            return
+        serve_all(deployments)
+
+    @app.command("export")
+    def export_cmd(layout: Annotated[str, typer.Argument(help="Output layout: aic (the public systems/data tree).")],
+                   out: Annotated[Path, typer.Argument(help="Output folder (created; must be empty or absent).")],
+                   warehouse: WarehouseOpt = None,
+                   systems: Annotated[Optional[list[str]], typer.Option("--systems", help="Only these systems.")] = None,
+                   json: JsonOpt = False) -> None:
+        """Write the curated warehouse in a publishable layout (Parquet + collection_meta.yaml + reuse.yaml)."""
+        from warehouse.export import ExportError, export_aic
+        from warehouse.paths import resolve_root
+        from warehouse.store import Warehouse
+
+        if layout != "aic":
+            fail(f"unknown layout {layout!r}; expected: aic", code=EXIT_USAGE, as_json=json)
+        try:
+            result = export_aic(Warehouse(resolve_root(warehouse)), out, systems=list(systems or []))
+        except ExportError as exc:
+            fail(str(exc), as_json=json)
         if json:
             emit_json(result)
         else:
-            typer.echo(f"summary written to {result['summary']}")
-        raise typer.Exit(EXIT_FAILURE if result["ingest"]["failed_batches"] else EXIT_OK)
+            typer.echo(f"exported {result['files']} tables ({result['rows']} rows) to {out}")
+
+
+def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json) -> None:
+    from dataclasses import replace
+
+    from flows.backfill import BackfillError
+    from flows.config import ConfigError, load_pipeline_config
+    from flows.pipeline import PipelineBusy, run_pipeline
+
+    try:
+        settings = load_pipeline_config(config, warehouse=warehouse, out=out)
+        if models:
+            settings = replace(settings, models=models)
+        if window is not None:
+            from flows.backfill import parse_day
+
+            parse_day(window["since"], "--since")
+        result = run_pipeline(settings, runner=runner, address=address, backfill=window)
+    except (ConfigError, BackfillError, ValueError) as exc:
+        fail(str(exc), code=EXIT_USAGE, as_json=as_json)
+    except PipelineBusy as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        emit_json(result)
+    else:
+        for stage in result["stages"]:
+            typer.echo(f"{stage['stage']:<10} {stage['status']:<8} {stage['seconds']:>8.2f} s", err=True)
+        typer.echo(f"summary written to {result['summary']}")
+        if result.get("site"):
+            typer.echo(f"site written to {result['site']}")
+    failed = result["ingest"]["failed_batches"] or result.get("gate") == "fail"
+    raise typer.Exit(EXIT_FAILURE if failed else EXIT_OK)

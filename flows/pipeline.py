@@ -1,45 +1,49 @@
-"""`perfledger run`: ingest → ledger → summary, one Prefect flow over the stage functions."""
+"""`perfledger run`: ingest → validate → ledger → matrix → estimate → generate → publish, one Prefect flow.
+
+Each stage is a task over plain functions (flows.tasks). Derived stages are keyed by content (their
+inputs' file hashes, the warehouse table versions they read, their parameters): an unchanged input
+returns the stored result instead of recomputing. Independent work (ingest partitions, one ledger per
+model, one deployment per YAML) is submitted to the flow's task runner, so `--runner dask` spreads it.
+"""
 
 from __future__ import annotations
 
+import json
 import time
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 
 from flows.config import PipelineConfig
-from flows.ingest import ingest_sources
+from flows.keys import StageCache, content_key, file_digest, warehouse_state
+from flows.tasks import (estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task,
+                         validate_task)
 from warehouse.inventory import curated_inventory
+from warehouse.lock import WarehouseBusy, run_lock
 from warehouse.store import Warehouse
 
 
-@task(name="build-ledger")
-def build_ledger(root: str, model: str) -> dict:
-    """Derive and store the model's ledger cells; return them for the summary."""
-    from ledger.record import record_cells
-    from ledger.source import build_cells
-    from ledger.specs import find_spec
-
-    warehouse = Warehouse(Path(root))
-    spec = find_spec(model)
-    cells = build_cells(warehouse, spec)
-    record_cells(warehouse, spec.model, cells)
-    rows = cells.select("lane", "system", "backend", "version", "rows", "status").sort("lane", "system", "backend", "version")
-    by_status = dict(sorted(cells.group_by("status").len().iter_rows()))
-    return {"model": spec.model, "cells": rows.to_dicts(), "by_status": by_status}
+PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix")
 
 
-@task(name="inventory")
-def inventory(root: str) -> list[dict]:
-    return curated_inventory(Warehouse(Path(root)))
+class PipelineBusy(RuntimeError):
+    """Another `perfledger run` holds this output folder."""
 
 
-@task(name="write-summary")
-def summary(out: str, context: dict) -> str:
-    from reports.summary import write_summary
+@task(name="ingest-sources", retries=2, retry_delay_seconds=2)
+def ingest_task(sources: list[str], root: str, partitioned: bool) -> dict:
+    """IO task: re-running converges (slices are replaced, not appended); known content is a no-op."""
+    from ledger.hooks import on_ingest
 
-    return str(write_summary(Path(out), context))
+    if partitioned:
+        from flows.partitioned import partitioned_ingest
+
+        return partitioned_ingest(sources, root, on_ingest)
+    from warehouse.ingest import ingest
+
+    return ingest(sources, Warehouse(Path(root)), on_commit=on_ingest).to_json()
 
 
 def _table_totals(entries: list[dict]) -> list[dict]:
@@ -51,25 +55,129 @@ def _table_totals(entries: list[dict]) -> list[dict]:
     return sorted(totals.values(), key=lambda r: r["table"])
 
 
-@flow(name="perfledger-run")
-def pipeline_flow(sources: list[str], models: list[str], warehouse_root: str, out: str) -> dict:
-    started = time.perf_counter()
-    from ledger.hooks import on_ingest
+class _Stages:
+    """Runs stages through the content-key cache and records status and timing of each."""
 
-    report = ingest_sources(sources, warehouse_root, None, None, None, on_ingest)
-    entries = inventory(warehouse_root)
-    ledgers = [build_ledger(warehouse_root, model) for model in models]
+    def __init__(self, cfg: PipelineConfig):
+        self.cfg, self.cache, self.log = cfg, StageCache(cfg.out), get_run_logger()
+        self.wh = Warehouse(cfg.warehouse)
+        self.records: list[dict] = []
+
+    def wanted(self, stage: str) -> bool:
+        return stage in self.cfg.stages
+
+    def run(self, stage: str, reads: tuple[str, ...], parts: list, compute, valid=lambda result: True):
+        """Run `compute` unless the key over (warehouse, versions of the tables it `reads`, parts) is unchanged."""
+        started = time.perf_counter()
+        key = content_key(stage, str(self.cfg.warehouse), warehouse_state(self.wh, reads), *parts)
+        entry = self.cache.state.get(stage)
+        if entry and entry.get("key") == key and not valid(entry["result"]):
+            self.cache.state.pop(stage)  # outputs gone: recompute
+        result, skipped = self.cache.run(stage, key, compute)
+        self.record(stage, "skipped" if skipped else "ran", started)
+        return result
+
+    def record(self, stage: str, status: str, started: float) -> None:
+        entry = {"stage": stage, "status": status, "seconds": round(time.perf_counter() - started, 3)}
+        self.records.append(entry)
+        self.log.info("stage %s", json.dumps(entry))
+
+
+def _ledgers(st: _Stages, root: str) -> list[dict]:
+    from ledger.specs import find_spec
+
+    def compute():
+        futures = [ledger_task.submit(root, model) for model in st.cfg.models]
+        return [f.result() for f in futures]
+
+    specs = [file_digest(find_spec(m).path) for m in st.cfg.models]
+    return st.run("ledger", ("batches",), [st.cfg.models, specs], compute)
+
+
+def _deployments(st: _Stages, out: str) -> list[dict]:
+    def compute():
+        futures = [generate_task.submit(d, out) for d in st.cfg.deployments]
+        return [f.result() for f in futures]
+
+    def present(result):
+        return all((Path(out) / d["folder"] / f).is_file() for d in result for f in d["files"])
+
+    return st.run("generate", (), [[(d, file_digest(d)) for d in st.cfg.deployments]], compute, present)
+
+
+@flow(name="perfledger-run")
+def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None = None) -> dict:
+    cfg = PipelineConfig.from_params(params)
+    started = time.perf_counter()
+    root, out = str(cfg.warehouse), str(cfg.out)
+    st = _Stages(cfg)
+    report = {"batches": 0, "new_batches": 0, "rows_accepted": 0, "rows_quarantined": 0, "rows_duplicate": 0,
+              "failed_batches": [], "tables": {}}
+    t = time.perf_counter()
+    if backfill is not None:
+        from flows.backfill import rederive
+
+        report = {**report, "backfill": rederive(st.wh, backfill)}
+        st.record("backfill", "ran", t)
+    elif st.wanted("ingest"):
+        report = ingest_task(cfg.sources, root, partitioned)
+        st.record("ingest", "ran", t)
+    validation = st.run("validate", ("batches",), [], lambda: validate_task(root)) if st.wanted("validate") else None
+    ledgers = _ledgers(st, root) if st.wanted("ledger") else []
+    if st.wanted("matrix") and cfg.matrices:
+        st.run("matrix", (), [[(m, file_digest(matrix_dir(m["path"]))) for m in cfg.matrices]],
+               lambda: matrix_task(root, cfg.matrices))
+    estimates = None
+    if st.wanted("estimate"):
+        estimates = st.run("estimate", ("batches",), [file_digest(cfg.scenarios), cfg.models, cfg.gate],
+                           lambda: estimate_task(root, str(cfg.scenarios), cfg.models, cfg.gate))
+    deployments = _deployments(st, out) if st.wanted("generate") else []
+    entries = curated_inventory(st.wh)
     tables = _table_totals(entries)
-    context = {
+    run = {
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": time.perf_counter() - started,
-        "warehouse": warehouse_root, "sources": sources, "ingest": report, "tables": tables,
+        "warehouse": root, "sources": cfg.sources, "ingest": report, "tables": tables,
         "inventory_tables": len(tables), "inventory_slices": len(entries),
-        "inventory_rows": sum(t["rows"] for t in tables), "ledgers": ledgers,
+        "inventory_rows": sum(t["rows"] for t in tables), "ledgers": ledgers, "deployments": deployments,
+        "validation": validation, "stages": st.records,
     }
-    return {"summary": summary(out, context), "ingest": report,
+    site = {}
+    if st.wanted("publish"):
+        site = st.run("publish", PUBLISH_READS, [ledgers, estimates, deployments, validation, cfg.models],
+                      lambda: publish_task(root, out, cfg.models, run, estimates),
+                      lambda result: Path(result["index"]).is_file())
+    run["seconds"] = time.perf_counter() - started
+    return {"summary": site.get("summary"), "site": site.get("index"), "ingest": report, "stages": st.records,
+            "seconds": round(run["seconds"], 3), "gate": (estimates or {}).get("gate", {}).get("status"),
             "ledgers": [{"model": l["model"], "by_status": l["by_status"]} for l in ledgers]}
 
 
-def run_pipeline(config: PipelineConfig) -> dict:
-    """Run the main job as a Prefect flow (a temporary local Prefect server when none is configured)."""
-    return pipeline_flow(config.sources, config.models, str(config.warehouse), str(config.out))
+def task_runner(runner: str, address: str | None):
+    """None for the default (threads in this process); a DaskTaskRunner for `--runner dask`."""
+    if runner == "local":
+        return None
+    if runner != "dask":
+        raise ValueError(f"--runner {runner!r}: expected local or dask")
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1, "processes": True,
+                                          "dashboard_address": None})
+
+
+def run_pipeline(config: PipelineConfig, *, runner: str = "local", address: str | None = None,
+                 backfill: dict | None = None, wait_s: float = 5.0) -> dict:
+    """Run the main job as a Prefect flow; one run per output folder at a time (else PipelineBusy)."""
+    chosen = task_runner(runner, address)
+    flow_fn = pipeline_flow.with_options(task_runner=chosen) if chosen else pipeline_flow
+    guard = Path(config.out) / ".pipeline"
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(run_lock(guard, timeout_s=wait_s, purpose="perfledger run"))
+        except WarehouseBusy:
+            holder = guard / ".perfledger.lock.holder"
+            who = holder.read_text() if holder.exists() else "unknown process"
+            raise PipelineBusy(f"output folder {config.out} is busy: another perfledger run holds it ({who}); "
+                               "try again later") from None
+        return flow_fn(config.to_params(), partitioned=runner == "dask", backfill=backfill)

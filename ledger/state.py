@@ -52,7 +52,7 @@ def remember(wh, spec: ModelSpec) -> None:
     """Mark the stored cells of `spec.model` as derived from the warehouse as it is now."""
     row = pl.DataFrame([{"model": spec.model, "spec_key": spec_key(spec), "inputs_key": inputs_key(wh, spec),
                          "recorded_at": now_iso()}], schema=INPUTS_SCHEMA)
-    wh.replace_slices(wh.table_uri(INPUTS_TABLE), row, ["model"])
+    wh.replace_slices(wh.table_uri(INPUTS_TABLE), row, ["model"], [(spec.model,)])
 
 
 def fresh_cells(wh, spec: ModelSpec) -> pl.DataFrame | None:

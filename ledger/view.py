@@ -42,6 +42,29 @@ def lane_summary(spec: ModelSpec, cells: pl.DataFrame) -> list[dict]:
     return out
 
 
+GROUP_FIELDS = ("lane", "backend", "version", "date", "rows", "kernel_sources", "dtypes", "dtype_rows", "phases",
+                "status", "claim", "meta_status", "suffix_violations")
+
+
+def cell_date(cell: dict) -> str:
+    """collection_meta's collected_at when known, else the last ingest (YYYY-MM-DD)."""
+    return str(cell.get("meta_collected_at") or cell.get("last_ingest") or "")[:10]
+
+
+def inventory(cells: pl.DataFrame) -> list[dict]:
+    """Inventory rows: cells of a lane and backend/version whose every shown value is identical are one
+    row with their systems joined ("gb200 / gb300"), in first-seen order."""
+    groups: dict[tuple, dict] = {}
+    for c in cells.iter_rows(named=True):
+        row = {**c, "date": cell_date(c)}
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in (row[f] for f in GROUP_FIELDS))
+        if key in groups:
+            groups[key]["system"] += f" / {c['system']}"
+        else:
+            groups[key] = row
+    return list(groups.values())
+
+
 def removals(events: pl.DataFrame) -> list[dict]:
     """Events that took rows away from a cell (prunes, wholesale replacements that shrank it)."""
     if not events.height:
@@ -58,6 +81,7 @@ def report_context(spec: ModelSpec, cells: pl.DataFrame, events: pl.DataFrame, d
         "as_of": as_of, "generated_at": generated_at,
         "lanes": lane_summary(spec, cells),
         "cells": [{k: c[k] for k in CELL_FIELDS} for c in cells.iter_rows(named=True)],
+        "inventory": inventory(cells),
         "totals": {"cells": cells.height, "rows": int(cells["rows"].sum()) if cells.height else 0,
                    **{s: int(cells.filter(pl.col("status") == s).height) for s in STATUSES}},
         "mismatches": mismatches(cells),

@@ -20,12 +20,6 @@ def md_cell(value: object) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def cell_date(cell: dict) -> str:
-    """collection_meta's collected_at when known, else the ingest date (YYYY-MM-DD)."""
-    value = cell.get("meta_collected_at") or cell.get("last_ingest") or ""
-    return str(value)[:10]
-
-
 def cell_notes(cell: dict) -> list[str]:
     """Short derived notes for the inventory table."""
     notes = []
@@ -49,7 +43,7 @@ def cell_notes(cell: dict) -> list[str]:
 def _environment(fmt: str) -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=(fmt == "html"), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(md=md_cell, cell_date=cell_date, cell_notes=cell_notes)
+    env.filters.update(md=md_cell, cell_notes=cell_notes)
     return env
 
 

@@ -1,14 +1,16 @@
 """The commit buffer: prepared batches in, Delta commits out, in an order that survives interruption.
 
-Curated slices are flushed table by table once a table holds enough rows (bounded memory, few
-commits); findings (quarantine, advisories, duplicates), reuse declarations and finally the
-`batches` record are written at close. Every write replaces whole slices, so re-running an
+Curated slices are flushed after each validation window (bounded memory, few commits); the raw
+input files are kept under `raw/<batch_id>/`; findings (quarantine, advisories, duplicates), reuse
+declarations and finally the `batches` record are written at close. Every write replaces whole slices, so re-running an
 interrupted ingest converges: nothing doubles, nothing is lost.
 """
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timezone
+from pathlib import Path
 
 import polars as pl
 
@@ -16,7 +18,6 @@ from warehouse.normalise import NormalisedTable
 from warehouse.prepare import PreparedBatch
 from warehouse.store import SLICE_COLUMNS, Warehouse
 
-FLUSH_ROWS = 1_500_000
 FINDING_SLICE = ("table", "system", "backend", "version")
 FINDING_TABLES = ("quarantine", "advisories", "duplicates")
 REUSE_SLICE = ("system", "family", "backend", "version")
@@ -27,41 +28,42 @@ SliceKey = tuple[str, str, str]
 class CommitBuffer:
     """Collect prepared batches and write them; a later batch for the same slice supersedes an earlier one."""
 
-    def __init__(self, warehouse: Warehouse, flush_rows: int = FLUSH_ROWS):
+    def __init__(self, warehouse: Warehouse):
         self.warehouse = warehouse
-        self.flush_rows = flush_rows
         self.curated: dict[str, dict[SliceKey, pl.DataFrame]] = {}
         self.findings: dict[tuple[str, *SliceKey], NormalisedTable] = {}
         self.batches: list[PreparedBatch] = []
 
-    def add(self, prepared: PreparedBatch) -> None:
-        src = prepared.source
-        key: SliceKey = (src.system, src.backend, src.version)
-        self.batches.append(prepared)
-        for table, normalised in prepared.tables.items():
-            self.curated.setdefault(table, {})[key] = normalised.curated
-            self.findings[(table, *key)] = normalised.without_curated()
-            if sum(f.height for f in self.curated[table].values()) >= self.flush_rows:
-                self._flush_table(table)
+    def add_window(self, window: list[PreparedBatch]) -> None:
+        """Take a validated window and write its curated slices (one commit per table)."""
+        for prepared in window:
+            src = prepared.source
+            key: SliceKey = (src.system, src.backend, src.version)
+            self.batches.append(prepared)
+            for table, normalised in list(prepared.tables.items()):
+                self.curated.setdefault(table, {})[key] = normalised.curated
+                prepared.tables[table] = self.findings[(table, *key)] = normalised.without_curated()
+        for table in sorted(self.curated):
+            self._flush_table(table)
 
     def _flush_table(self, table: str) -> None:
         slices = self.curated.pop(table, {})
         if slices:
             frame = pl.concat(list(slices.values()), how="diagonal_relaxed")
-            self.warehouse.replace_slices(self.warehouse.curated_uri(table), frame, SLICE_COLUMNS,
-                                          partition_by=SLICE_COLUMNS, clear=list(slices))
+            self.warehouse.replace_slices(self.warehouse.curated_uri(table), frame, SLICE_COLUMNS, list(slices),
+                                          partition_by=SLICE_COLUMNS)
 
     def close(self) -> None:
         """Flush everything; the `batches` record goes last (a batch counts only once all its rows are in)."""
         if not self.batches:
             return
-        for table in sorted(self.curated):
-            self._flush_table(table)
+        for prepared in self.batches:
+            keep_raw_input(self.warehouse.root, prepared)
         for name in FINDING_TABLES:
             frames = [getattr(normalised, name).with_columns(pl.lit(key[0]).alias("table"))
                       for key, normalised in self.findings.items()]
             self.warehouse.replace_slices(self.warehouse.table_uri(name), pl.concat(frames, how="diagonal_relaxed"),
-                                          FINDING_SLICE, partition_by=["table"], clear=list(self.findings))
+                                          FINDING_SLICE, list(self.findings), partition_by=["table"])
         self._write_reuse()
         self.warehouse.write_table("batch_tables", pl.concat([_batch_table_rows(p) for p in self.batches], how="diagonal_relaxed"))
         self.warehouse.write_table("batches", pl.DataFrame([_batch_row(p) for p in self.batches]))
@@ -76,7 +78,23 @@ class CommitBuffer:
         schema = {c: pl.String for c in (*REUSE_SLICE, "batch_id", "table", "from_version", "reason", "approved_by")}
         clear = [(p.source.system, p.source.family, p.source.backend, p.source.version) for p in tree]
         self.warehouse.replace_slices(self.warehouse.table_uri("reuse"), pl.DataFrame(rows, schema=schema), REUSE_SLICE,
-                                      clear=clear)
+                                      clear)
+
+
+def keep_raw_input(root: Path, prepared: PreparedBatch) -> Path:
+    """Copy the batch's files as received to `raw/<batch_id>/` (content-addressed, written once, atomically)."""
+    target = root / "raw" / prepared.batch_id
+    if target.exists():
+        return target
+    partial = root / "raw" / f".{prepared.batch_id}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for path in [*prepared.source.files, *prepared.source.sidecars]:
+        relative = path.relative_to(prepared.source.folder)
+        (partial / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, partial / relative)
+    partial.rename(target)
+    return target
 
 
 def _meta_field(prepared: PreparedBatch, *path: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from schemas.catalog import Catalog, CatalogError, load_catalog
@@ -11,7 +12,9 @@ from warehouse.lock import run_lock
 from warehouse.commit import CommitBuffer
 from warehouse.prepare import BatchError, PreparedBatch, prepare_batch
 from warehouse.store import Warehouse
+from warehouse.validate import finalise_window
 
+WINDOW_ROWS = 1_500_000
 OnCommit = Callable[[Warehouse, list[str]], None]
 
 
@@ -74,31 +77,55 @@ def ingest(sources: Iterable[str], warehouse: Warehouse | None, *, system: str |
     report = IngestReport(batches=len(batches) + len(failures))
     report.failed_batches = [{"source": f.source, "error": f.error} for f in failures]
     if warehouse is None:
-        _prepare_each(batches, catalog, set(), report, lambda prepared: None, progress)
+        _prepare_windows(batches, catalog, set(), report, lambda window: None, progress)
         return report
     with run_lock(warehouse.root, purpose="ingest"):
         buffer = CommitBuffer(warehouse)
-        _prepare_each(batches, catalog, known_hashes(warehouse), report, buffer.add, progress)
+        _prepare_windows(batches, catalog, known_hashes(warehouse), report, buffer.add_window, progress)
         buffer.close()
     if on_commit and report.batch_ids:
         on_commit(warehouse, report.batch_ids)
     return report
 
 
-def _prepare_each(batches: list[BatchSource], catalog: Catalog, known: set[str], report: IngestReport,
-                  sink: Callable[[PreparedBatch], None], progress: Callable[[int, int], None] | None) -> None:
+def _prepare_windows(batches: list[BatchSource], catalog: Catalog, known: set[str], report: IngestReport,
+                     sink: Callable[[list[PreparedBatch]], None], progress: Callable[[int, int], None] | None) -> None:
+    """Prepare new batches in windows of about WINDOW_ROWS rows; validate and hand each window on.
+
+    The sink (the Delta writes) of one window runs in a second thread while the next window is read
+    and validated: both sides spend their time in Arrow/Polars/Delta code that releases the GIL. At
+    most one window is being written, so memory stays bounded at about two windows.
+    """
     seen = set(known)
-    for done, batch in enumerate(batches, 1):
-        if progress:
-            progress(done, len(batches))
-        digest = batch.content_hash()
-        if digest in seen:
-            continue
-        seen.add(digest)
-        try:
-            prepared = prepare_batch(batch, catalog)
-        except (BatchError, CatalogError) as exc:
-            report.failed_batches.append({"source": batch.source, "error": str(exc)})
-            continue
-        report.add(prepared)
-        sink(prepared)
+    window: list[PreparedBatch] = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit") as writer:
+        in_flight: Future | None = None
+
+        def close_window() -> None:
+            nonlocal in_flight
+            finalise_window(window, catalog)
+            for prepared in window:
+                report.add(prepared)
+            if in_flight is not None:
+                in_flight.result()  # re-raises a failed write before anything else is queued
+            in_flight = writer.submit(sink, list(window))
+            window.clear()
+
+        for done, batch in enumerate(batches, 1):
+            if progress:
+                progress(done, len(batches))
+            digest = batch.content_hash()
+            if digest in seen:
+                continue
+            seen.add(digest)
+            try:
+                window.append(prepare_batch(batch, catalog))
+            except (BatchError, CatalogError) as exc:
+                report.failed_batches.append({"source": batch.source, "error": str(exc)})
+                continue
+            if sum(p.rows_in for p in window) >= WINDOW_ROWS:
+                close_window()
+        if window:
+            close_window()
+        if in_flight is not None:
+            in_flight.result()

@@ -15,10 +15,11 @@ from datetime import datetime
 import polars as pl
 
 from schemas.catalog import Catalog, TableSpec
-from schemas.contracts import validate_rows
+from schemas.contracts import FINDING_SCHEMA, validate_rows
 from warehouse.readers import ROW_INDEX, RawFile, SourceFileError
 
 DESCRIPTIVE_NON_IDENTITY = ("framework", "version", "device")
+LINEAGE_COLUMNS = ("system", "family", "backend", "batch_id", "source_file", "source_row", "ingested_at")
 
 
 @dataclass(frozen=True)
@@ -92,14 +93,29 @@ def _check_columns(raw: pl.DataFrame, spec: TableSpec, catalog: Catalog, source:
         raise SourceFileError(source, f"table {spec.name}: missing column(s) {missing}")
 
 
-def normalise_table(raw: RawFile, spec: TableSpec, catalog: Catalog, lineage: Lineage) -> NormalisedTable:
-    """Normalise and validate one file's rows; see the module docstring for the rules."""
+@dataclass
+class TypedFile:
+    """One file's rows with unified types and lineage, not yet validated (validation runs per window)."""
+
+    spec: TableSpec
+    lineage: Lineage
+    frame: pl.DataFrame
+    cast_findings: pl.DataFrame
+    rejects: list[dict]
+    extra_columns: list[str]
+
+    @property
+    def rows_in(self) -> int:
+        return self.frame.height + len(self.rejects)
+
+
+def type_file(raw: RawFile, spec: TableSpec, catalog: Catalog, lineage: Lineage) -> TypedFile:
+    """Map columns by name, unify types, attach lineage; a value that does not convert is a finding."""
     frame = raw.frame.rename({k: v for k, v in spec.renames.items() if k in raw.frame.columns and v not in raw.frame.columns})
     _check_columns(frame, spec, catalog, lineage.source_file)
     types = _target_types(spec, catalog)
     extras = [c for c in frame.columns if c not in types and c != ROW_INDEX]
-
-    cast_findings: list[pl.DataFrame] = []
+    cast_findings: list[pl.DataFrame] = [pl.DataFrame(schema=FINDING_SCHEMA)]
     columns: dict[str, pl.Series] = {}
     for name, dtype in types.items():
         if name not in frame.columns:
@@ -115,25 +131,35 @@ def normalise_table(raw: RawFile, spec: TableSpec, catalog: Catalog, lineage: Li
                 "column": name, "value": original.gather(positions).cast(pl.String), "severity": "error",
             }))
         columns[name] = cast
-    typed = pl.DataFrame(columns)
+    typed = _with_lineage(pl.DataFrame(columns), frame, spec, catalog, lineage, extras)
+    return TypedFile(spec, lineage, typed, pl.concat(cast_findings, how="vertical_relaxed"), raw.rejects, extras)
 
-    findings = pl.concat([*cast_findings, validate_rows(spec, typed)], how="vertical_relaxed")
+
+def finalise(typed: TypedFile, findings: pl.DataFrame, catalog: Catalog) -> NormalisedTable:
+    """Apply a file's findings: error rows to quarantine, warnings to advisories, repeats split off."""
+    findings = pl.concat([typed.cast_findings, findings], how="vertical_relaxed")
     errors = findings.filter(pl.col("severity") == "error")
-    bad_positions = errors["row_index"].unique()
-
-    curated = _with_lineage(typed, frame, spec, catalog, lineage, extras)
-    keep = ~pl.Series(range(curated.height)).is_in(bad_positions.implode()) if not errors.is_empty() else None
-    accepted = curated.filter(keep) if keep is not None else curated
-    first, repeats = split_repeats(accepted, spec, catalog)
+    frame = typed.frame
+    if errors.is_empty():
+        accepted = frame
+    else:
+        accepted = frame.filter(~pl.int_range(frame.height).is_in(errors["row_index"].unique().implode()))
+    first, repeats = split_repeats(accepted, typed.spec, catalog)
     return NormalisedTable(
-        family=lineage.family,
+        family=typed.lineage.family,
         curated=first,
-        quarantine=_quarantine_rows(errors, raw, lineage, spec),
-        advisories=_quarantine_rows(findings.filter(pl.col("severity") == "warning"), raw, lineage, spec, keep_raw=False),
+        quarantine=_quarantine_rows(errors, typed, keep_raw=True),
+        advisories=_quarantine_rows(findings.filter(pl.col("severity") == "warning"), typed, keep_raw=False),
         duplicates=repeats,
-        rows_in=raw.frame.height + len(raw.rejects),
-        extra_columns=extras,
+        rows_in=typed.rows_in,
+        extra_columns=typed.extra_columns,
     )
+
+
+def normalise_table(raw: RawFile, spec: TableSpec, catalog: Catalog, lineage: Lineage) -> NormalisedTable:
+    """Type, validate and finalise one file on its own (the windowed path validates many at once)."""
+    typed = type_file(raw, spec, catalog, lineage)
+    return finalise(typed, validate_rows(spec, typed.frame), catalog)
 
 
 def _with_lineage(typed: pl.DataFrame, frame: pl.DataFrame, spec: TableSpec, catalog: Catalog,
@@ -167,8 +193,11 @@ def key_columns(spec: TableSpec, catalog: Catalog) -> list[str]:
 def split_repeats(accepted: pl.DataFrame, spec: TableSpec, catalog: Catalog) -> tuple[pl.DataFrame, pl.DataFrame]:
     """First measurement of each key is curated; later ones go to `duplicates` with their spread."""
     keys = key_columns(spec, catalog)
-    first_mask = accepted.select(pl.struct(keys).is_first_distinct()).to_series()
-    if first_mask.all():
+    if not accepted.select(keys).is_duplicated().any():
+        first_mask = None
+    else:
+        first_mask = accepted.select(pl.struct(keys).is_first_distinct()).to_series()
+    if first_mask is None:
         return accepted, accepted.clear().with_columns(
             pl.lit(None, pl.Int64).alias("kept_source_row"), pl.lit(None, pl.Float64).alias("kept_value"),
             pl.lit(None, pl.Float64).alias("spread_rel"))
@@ -180,22 +209,21 @@ def split_repeats(accepted: pl.DataFrame, spec: TableSpec, catalog: Catalog) -> 
     return first, repeats.with_columns(spread)
 
 
-def _quarantine_rows(findings: pl.DataFrame, raw: RawFile, lineage: Lineage, spec: TableSpec,
-                     keep_raw: bool = True) -> pl.DataFrame:
-    """One row per finding with file, line/row, check, column, value, and (for rejects) the raw row."""
+def _quarantine_rows(findings: pl.DataFrame, typed: TypedFile, keep_raw: bool) -> pl.DataFrame:
+    """One row per finding with file, line/row, check, column, value and (for rejects) the row as read."""
+    frame, lineage = typed.frame, typed.lineage
+    data_columns = [c for c in frame.columns if c not in LINEAGE_COLUMNS]
     rows = []
     for row_index, check, column, value in findings.select("row_index", "check", "column", "value").iter_rows():
-        raw_row = raw.frame.row(row_index, named=True) if keep_raw else None
-        source_row = raw.frame[ROW_INDEX][row_index]
-        if raw_row is not None:
-            raw_row.pop(ROW_INDEX, None)
-        rows.append((source_row, check, column, value, json.dumps(raw_row, default=str) if raw_row else None))
+        record = frame.row(row_index, named=True)
+        raw_row = json.dumps({c: record[c] for c in data_columns}, default=str) if keep_raw else None
+        rows.append((record["source_row"], check, column, value, raw_row))
     if keep_raw:
-        rows.extend((r["line"], r["check"], r["column"], r["value"], None) for r in raw.rejects)
-    frame = pl.DataFrame(rows, schema={"source_row": pl.Int64, "check": pl.String, "column": pl.String,
-                                       "value": pl.String, "raw_row": pl.String}, orient="row")
-    return frame.with_columns(
-        pl.lit(lineage.batch_id).alias("batch_id"), pl.lit(spec.name).alias("table"),
+        rows.extend((r["line"], r["check"], r["column"], r["value"], None) for r in typed.rejects)
+    out = pl.DataFrame(rows, schema={"source_row": pl.Int64, "check": pl.String, "column": pl.String,
+                                     "value": pl.String, "raw_row": pl.String}, orient="row")
+    return out.with_columns(
+        pl.lit(lineage.batch_id).alias("batch_id"), pl.lit(typed.spec.name).alias("table"),
         pl.lit(lineage.system).alias("system"), pl.lit(lineage.backend).alias("backend"),
         pl.lit(lineage.version).alias("version"), pl.lit(lineage.source_file).alias("source_file"),
     ).sort("source_row")

@@ -16,7 +16,7 @@ import yaml
 
 from schemas.catalog import Catalog, CatalogError
 from warehouse.discover import BatchSource, table_of
-from warehouse.normalise import Lineage, NormalisedTable, normalise_table
+from warehouse.normalise import Lineage, NormalisedTable, TypedFile, type_file
 from warehouse.readers import SourceFileError, read_source_file
 
 
@@ -26,17 +26,24 @@ class BatchError(ValueError):
 
 @dataclass
 class PreparedBatch:
+    """A batch read and typed in memory; `tables` is filled once its window is validated."""
+
     source: BatchSource
-    tables: dict[str, NormalisedTable]
+    typed: dict[str, TypedFile]
     meta: dict
     reuse: list[dict]
     failed_cases: dict[str, int]
     started_at: datetime
     warnings: list[str] = field(default_factory=list)
+    tables: dict[str, NormalisedTable] = field(default_factory=dict)
 
     @property
     def batch_id(self) -> str:
         return self.source.batch_id
+
+    @property
+    def rows_in(self) -> int:
+        return sum(t.rows_in for t in self.typed.values()) + sum(t.rows_in for t in self.tables.values())
 
     def count(self, attribute: str) -> int:
         return sum(getattr(t, attribute) for t in self.tables.values())
@@ -92,13 +99,13 @@ def _check_meta_rows(meta: dict, table: str, rows_in: int, source: BatchSource) 
 
 
 def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
-    """Normalise every file of the batch; raise BatchError on the first unusable file."""
+    """Read and type every file of the batch; raise BatchError on the first unusable file."""
     started = datetime.now(timezone.utc)
     meta_path = batch.folder / "collection_meta.yaml"
     meta = _load_yaml(meta_path) if meta_path.exists() else {}
     reuse_path = batch.folder / "reuse.yaml"
     reuse = _reuse_entries(reuse_path) if batch.kind == "tree" and reuse_path.exists() else []
-    tables: dict[str, NormalisedTable] = {}
+    typed: dict[str, TypedFile] = {}
     warnings: list[str] = []
     for file in batch.files:
         table = table_of(file)
@@ -106,14 +113,13 @@ def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
             spec = catalog.table(table)
             lineage = Lineage(batch.batch_id, batch.system, batch.family or spec.family, batch.backend,
                               batch.version, _display(file, batch), started)
-            normalised = normalise_table(read_source_file(file), spec, catalog, lineage)
+            typed[table] = type_file(read_source_file(file), spec, catalog, lineage)
         except (SourceFileError, CatalogError) as exc:
             raise BatchError(str(exc)) from None
-        _check_meta_rows(meta, table, normalised.rows_in, batch)
-        if normalised.extra_columns:
-            warnings.append(f"{file.name}: extra columns kept as text: {normalised.extra_columns}")
-        tables[table] = normalised
-    return PreparedBatch(batch, tables, meta, reuse, _failed_cases(batch.sidecars), started, warnings)
+        _check_meta_rows(meta, table, typed[table].rows_in, batch)
+        if typed[table].extra_columns:
+            warnings.append(f"{file.name}: extra columns kept as text: {typed[table].extra_columns}")
+    return PreparedBatch(batch, typed, meta, reuse, _failed_cases(batch.sidecars), started, warnings)
 
 
 def _display(file: Path, batch: BatchSource) -> str:

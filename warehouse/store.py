@@ -74,18 +74,24 @@ class Warehouse:
         base = self.root / "curated"
         return sorted(p.name for p in base.iterdir() if (p / "_delta_log").is_dir()) if base.is_dir() else []
 
-    def _read(self, uri: Path, as_of: AsOf, filters: dict[str, str | None]) -> pl.DataFrame | None:
+    def _read(self, uri: Path, as_of: AsOf, filters: dict[str, str | None],
+              columns: Sequence[str] | None = None) -> pl.DataFrame | None:
         table = self._open(uri, as_of)
         if table is None:
             return None
         partitions = [(k, "=", v) for k, v in filters.items() if v is not None]
-        frame = pl.from_arrow(table.to_pyarrow_table(filters=partitions or None))
+        wanted = None
+        if columns is not None:  # the source-order columns come along so first-wins order survives
+            order = [c for c in ("batch_id", "source_file", "source_row") if c not in columns]
+            wanted = list(dict.fromkeys([*columns, *order]))
+        frame = pl.from_arrow(table.to_pyarrow_table(columns=wanted, filters=partitions or None))
         return frame.sort(["batch_id", "source_file", "source_row"]) if "source_row" in frame.columns else frame
 
     def read_curated(self, table: str, *, system: str | None = None, backend: str | None = None,
-                     version: str | None = None, as_of: AsOf = None) -> pl.DataFrame:
-        """Curated rows of a perf table (optionally one slice), in source order (first-wins order)."""
-        frame = self._read(self.curated_uri(table), as_of, {"system": system, "backend": backend, "version": version})
+                     version: str | None = None, as_of: AsOf = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        """Curated rows of a perf table (optionally one slice, optionally some columns), in source order."""
+        frame = self._read(self.curated_uri(table), as_of, {"system": system, "backend": backend, "version": version},
+                           columns)
         if frame is None:
             raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
         return frame
@@ -126,9 +132,12 @@ class Warehouse:
     def _write(uri: Path, df: pl.DataFrame, *, mode: str, partition_by: Sequence[str] | None,
                predicate: str | None = None) -> int:
         uri.mkdir(parents=True, exist_ok=True)
+        untyped = [name for name, dtype in df.schema.items() if dtype == pl.Null]
+        if untyped:  # a column with no values yet: store it as text rather than an untyped column
+            df = df.with_columns(pl.col(untyped).cast(pl.String))
         try:
             write_deltalake(
-                str(uri), df.to_arrow(compat_level=pl.CompatLevel.oldest()), mode=mode,
+                str(uri), df, mode=mode,
                 partition_by=list(partition_by) if partition_by else None, predicate=predicate,
                 schema_mode="merge" if mode == "append" else None,
             )
@@ -143,22 +152,28 @@ class Warehouse:
             raise ValueError(f"mode must be append or overwrite, not {mode!r}")
         return self._write(self.table_uri(name), df, mode=mode, partition_by=partition_by)
 
-    def replace_slices(self, uri: Path, df: pl.DataFrame, slice_columns: Sequence[str],
-                       *, partition_by: Sequence[str] | None = None,
-                       clear: Iterable[Sequence[object]] = ()) -> int | None:
-        """Make `df` the whole content of its slices (plus `clear`ed ones) in one commit.
+    @staticmethod
+    def _existing_slices(table: DeltaTable, slice_columns: Sequence[str], partition_by: Sequence[str] | None) -> set[tuple]:
+        """Slices already in the table: from the log's partition values when the slice is the partition."""
+        if partition_by and list(partition_by) == list(slice_columns):
+            return {tuple(p.get(c) for c in slice_columns) for p in table.partitions()}
+        return set(pl.from_arrow(table.to_pyarrow_table(columns=list(slice_columns))).unique().iter_rows())
 
-        A slice is one value tuple of `slice_columns`. New slices are appended; slices that already
-        hold rows are overwritten by predicate, so re-running an interrupted write converges.
+    def replace_slices(self, uri: Path, df: pl.DataFrame, slice_columns: Sequence[str],
+                       slices: Iterable[Sequence[object]], *, partition_by: Sequence[str] | None = None) -> int | None:
+        """Make `df` the whole content of `slices` in one commit (a slice may end up empty).
+
+        A slice is one value tuple of `slice_columns`; every row of `df` must fall in one of them.
+        New slices are appended; slices that already hold rows are overwritten by predicate, so
+        re-running an interrupted write converges.
         """
-        slices = set(df.select(slice_columns).unique().iter_rows()) | {tuple(s) for s in clear}
+        slices = {tuple(s) for s in slices}
         if not slices:
             return None
         table = self._open(uri)
         if table is None:  # created even when empty, so readers find every table of the warehouse
             return self._write(uri, df, mode="append", partition_by=partition_by)
-        existing = pl.from_arrow(table.to_pyarrow_table(columns=list(slice_columns))).unique()
-        overlap = slices & set(existing.iter_rows())
+        overlap = slices & self._existing_slices(table, slice_columns, partition_by)
         if not overlap:
             return self._write(uri, df, mode="append", partition_by=partition_by) if not df.is_empty() else None
         predicate = slice_predicate(slices, slice_columns)

@@ -7,10 +7,14 @@ from estimator.ops.base import OpModel
 
 def registry() -> dict[str, OpModel]:
     from estimator.ops.gemm import GemmModel
+    from estimator.ops.allreduce import CustomAllReduceModel
+    from estimator.ops.attention import ContextAttentionModel
     from estimator.ops.comm import NcclModel
+    from estimator.ops.generation import GenerationAttentionModel
     from estimator.ops.moe import MoeModel
 
-    models = [GemmModel(), MoeModel(), NcclModel()]
+    models = [GemmModel(), MoeModel(), NcclModel(), CustomAllReduceModel(), ContextAttentionModel(),
+              GenerationAttentionModel()]
     return {m.name: m for m in models}
 
 

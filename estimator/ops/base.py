@@ -54,8 +54,12 @@ class OpModel:
         """(latency, miss mask); raise NoDataError when the whole slice is absent."""
         raise NotImplementedError
 
-    def empirical(self, est, key: dict, q: Queries) -> tuple[np.ndarray, str]:
-        """(latency, provenance label); raise EmpiricalUnavailableError when nothing can be borrowed."""
+    def empirical(self, est, key: dict, q: Queries, shared: bool = False) -> tuple[np.ndarray, str]:
+        """(latency, provenance label); raise EmpiricalUnavailableError when nothing can be borrowed.
+
+        shared=False (EMPIRICAL) reads the own version only; HYBRID's fallback passes True and sees the
+        shared layer the SILICON lookup used.
+        """
         raise EmpiricalUnavailableError(f"{self.name}: EMPIRICAL mode is not available for this op")
 
     def describe(self, key: dict, q: Queries, row: int) -> str:
@@ -87,7 +91,7 @@ class OpModel:
                 raise NoDataError(message)
             rows = np.flatnonzero(miss)
             try:
-                elat, elabel = self.empirical(est, key, q.take(rows))
+                elat, elabel = self.empirical(est, key, q.take(rows), shared=True)
             except EmpiricalUnavailableError as exc:
                 raise EmpiricalUnavailableError(f"{message}; empirical fallback: {exc}") from exc
             lat = lat.copy()

@@ -57,31 +57,31 @@ class GemmModel(OpModel):
         sites = est.memo(("gemm_sites", key["system"], key["backend"], key["version"], quant), build)
         return silicon(sites, q["m"], q["n"], q["k"])
 
-    def _grid(self, est, key, ref_quant: str, sol_quant: str):
+    def _grid(self, est, key, ref_quant: str, sol_quant: str, shared: bool = False):
         """Util grid over ref_quant's own-version samples, utils priced with sol_quant's roofline."""
 
         def build():
-            rows = self._rows(est, key, ref_quant, shared=False)
+            rows = self._rows(est, key, ref_quant, shared=shared)
             if not rows.height:
                 return None
-            rows = nested_order(rows, NEST)
+            rows = rows.unique(subset=NEST, keep="first", maintain_order=True).sort("m", "n", "k")  # ties: ascending
             m, n, k = (rows[c].to_numpy() for c in ("m", "n", "k"))
             sol = gemm_sol(m, n, k, *self._roof(est, key["system"], sol_quant))[0]
             lat = np.maximum(rows["latency"].to_numpy(), sol)
             return build_grid(np.column_stack([m, n, k]), sol / lat)
 
-        return est.memo(("gemm_grid", key["system"], key["backend"], key["version"], ref_quant, sol_quant), build)
+        return est.memo(("gemm_grid", key["system"], key["backend"], key["version"], ref_quant, sol_quant, shared), build)
 
-    def empirical(self, est, key, q):
+    def empirical(self, est, key, q, shared=False):
         quant = key["quant"]
         coords = np.column_stack([q["m"], q["n"], q["k"]])
         sol = self.sol(est, key, q)
-        own = self._grid(est, key, quant, quant)
+        own = self._grid(est, key, quant, quant, shared)
         if own is not None:
             return sol / query_util(own, coords), "empirical"
-        available = self._available(est, key, False)
-        ref = pick_reference("gemm", quant, [(a, (1.0,)) for a in available], (1.0,), lambda a, same: self._grid(
-            est, key, a, quant if same else a))
+        available = self._available(est, key, shared)
+        ref = pick_reference("gemm", quant, [(a, (1.0,)) for a in available], (1.0,), lambda a, _feats, same: self._grid(
+            est, key, a, quant if same else a, shared))
         if ref is None:
             raise EmpiricalUnavailableError(
                 f"gemm {key['system']}/{key['backend']}/{key['version']}: no util grid for {quant!r} "

@@ -6,14 +6,18 @@ import numpy as np
 import polars as pl
 
 from estimator.curve1d import eval_curve
-from estimator.errors import NoDataError
+from estimator.errors import EmpiricalUnavailableError, NoDataError
 from estimator.ops.base import OpModel
-from estimator.quant import quant_profile
+from estimator.quant import quant_profile, util_level
+from estimator.transfer import feature_distance, pick_reference
+from estimator.utilgrid import build_grid, query_util
 from estimator.sources import first_wins, table_info
 from estimator.sol import moe_sol
 
 TABLE = "moe_perf"
 MIN_LATENCY_MAX_TOKENS = 128  # trtllm nvfp4 gated MoE probes its min-latency kernel table up to here
+FEATURES = ("topk", "num_experts", "hidden_size", "inter_size")
+FEATURE_KEYS = ("topk", "experts", "hidden", "inter")
 SHAPE = {"topk": "topk", "experts": "num_experts", "hidden": "hidden_size", "inter": "inter_size", "tp": "moe_tp_size", "ep": "moe_ep_size"}
 
 
@@ -32,17 +36,18 @@ class MoeModel(OpModel):
     def sol(self, est, key, q):
         return self._sol_fn(est, key)(q["tokens"])
 
-    def _table(self, est, key, kind) -> pl.DataFrame:
+    def _table(self, est, key, kind, shared: bool = True) -> pl.DataFrame:
         """Rows of the kernel family for this gating (non-gated kernels carry a `_nongated` source)."""
 
         def build():
-            df = apply_quant_overrides(est.table(key["system"], key["backend"], key["version"], TABLE, shared=True, dedupe=False))
+            df = est.table(key["system"], key["backend"], key["version"], TABLE, shared=shared, dedupe=False)
+            df = apply_quant_overrides(df)
             nongated = pl.col("kernel_source").str.contains("nongated")
             fast = pl.col("kernel_source").str.contains("min_latency")
             pools = {True: ~nongated & ~fast, False: nongated, "min_latency": fast}
             return {kind: first_wins(df.filter(expr), TABLE) for kind, expr in pools.items()}
 
-        return est.memo(("moe_table", key["system"], key["backend"], key["version"]), build)[kind]
+        return est.memo(("moe_table", key["system"], key["backend"], key["version"], shared), build)[kind]
 
     def _slice(self, df: pl.DataFrame, key) -> pl.DataFrame:
         slice_filter = pl.col("moe_dtype") == key["quant"]
@@ -68,6 +73,54 @@ class MoeModel(OpModel):
                 flat, fmiss = eval_curve(fast["num_tokens"].to_numpy(), fast["latency"].to_numpy(), tokens[small], sol_fn)
                 lat[small], miss[small] = flat, fmiss
         return lat, miss
+
+
+    def _grid(self, est, key, slice_key, sol_key, shared: bool = False):
+        """Token-axis util grid of one own-version slice, utils priced with sol_key's quant and shape."""
+
+        def build():
+            rows = self._slice(self._table(est, key, bool(key["gated"]), shared=shared), slice_key)
+            if not rows.height:
+                return None
+            tokens = rows["num_tokens"].to_numpy()
+            return build_grid(tokens[:, None], self._sol_fn(est, sol_key)(tokens) / rows["latency"].to_numpy())
+
+        ident = tuple(slice_key[c] for c in self.group_keys) + tuple(sol_key[c] for c in self.group_keys)
+        return est.memo(("moe_grid", shared, *ident), build)
+
+    def empirical(self, est, key, q, shared=False):
+        """Own slice's util grid, else the transfer ladder over sibling slices (features topk, E, h, inter)."""
+        tokens = q["tokens"][:, None]
+        sol = self.sol(est, key, q)
+        own = self._grid(est, key, key, key, shared)
+        if own is not None:
+            return sol / query_util(own, tokens), "empirical"
+        df = self._table(est, key, bool(key["gated"]), shared=shared)
+        same = (pl.col("moe_tp_size") == int(key["tp"])) & (pl.col("moe_ep_size") == int(key["ep"]))
+        siblings = df.filter(same).select("moe_dtype", *FEATURES).unique(maintain_order=True)
+        slices = {quant: [] for quant in df["moe_dtype"].unique(maintain_order=True).to_list()}
+        for quant, *feats in siblings.iter_rows():
+            slices.setdefault(quant, []).append(tuple(feats))
+        query_feats = tuple(float(key[c]) for c in FEATURE_KEYS)
+        slices = {quant: fs for quant, fs in slices.items() if fs}
+        candidates = [(quant, f) for quant, fs in slices.items() for f in fs]
+
+        def grid_for(quant, feats, same_profile):
+            best = feats if feats is not None else min(slices[quant], key=lambda f: feature_distance(f, query_feats))
+            slice_key = {**key, "quant": quant, **dict(zip(FEATURE_KEYS, best))}
+            sol_key = {**slice_key, "quant": key["quant"]} if same_profile else slice_key
+            return self._grid(est, key, slice_key, sol_key, shared)
+
+        ref = pick_reference("moe", key["quant"], candidates, query_feats, grid_for)
+        if ref is None:
+            raise EmpiricalUnavailableError(f"moe {key['system']}/{key['backend']}/{key['version']}: no util grid for "
+                                            f"{key['quant']} tp={key['tp']} ep={key['ep']} nor a transfer reference")
+        grid, label, ref_quant = ref
+        scale = 1.0
+        if label == "xprofile":
+            scale = util_level("moe", quant_profile("moe", key["quant"]).profile) / util_level(
+                "moe", quant_profile("moe", ref_quant).profile)
+        return sol / (query_util(grid, tokens) * scale), label
 
 
 def apply_quant_overrides(df: pl.DataFrame) -> pl.DataFrame:

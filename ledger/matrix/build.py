@@ -65,6 +65,14 @@ def price(estimate: Estimate, need: OpNeed, cell: tuple[str, str, str], order: t
     return weakest(out["source"].unique().to_list(), order), None
 
 
+def lane_versions(spec: ModelSpec, lane_id: str, cell: tuple[str, str, str]) -> list[str]:
+    """Versions whose rows can serve a lane need: the cell's own, then the lane's expected (pinned)
+    versions of that backend on that system -- a family pinned to a branch build serves every version."""
+    system, backend, version = cell
+    pinned = [e.version for e in spec.lane(lane_id).expect if e.backend == backend and system in e.systems]
+    return list(dict.fromkeys([version, *pinned]))
+
+
 def judge(spec: ModelSpec, cell: tuple[str, str, str], estimate: Estimate, flops: dict[str, float],
           lane_rows: dict[tuple, int], rules: MatrixRules) -> tuple[str, str, str]:
     """(Status, ErrMsg, Source) of one system/backend/version."""
@@ -77,10 +85,12 @@ def judge(spec: ModelSpec, cell: tuple[str, str, str], estimate: Estimate, flops
         tier, error = price(estimate, need, cell, rules.source_tiers)
         tiers.append(tier) if tier else errors.append(error)
     for lane_id in spec.matrix.lanes:
-        if lane_rows.get((lane_id, *cell), 0) > 0:
+        versions = lane_versions(spec, lane_id, cell)
+        if any(lane_rows.get((lane_id, system, cell[1], v), 0) > 0 for v in versions):
             tiers.append("silicon")
         else:
-            errors.append(f"lane {lane_id} ({spec.lane(lane_id).table}): no collected rows for {'/'.join(cell)}")
+            errors.append(f"lane {lane_id} ({spec.lane(lane_id).table}): no collected rows for {system}/{cell[1]} "
+                          f"at {', '.join(versions)}")
     if errors:
         return "FAIL", "; ".join(errors), ""
     tier = weakest(tiers, rules.source_tiers) if tiers else "silicon"

@@ -87,16 +87,26 @@ def compare_matrices(old: pl.DataFrame, new: pl.DataFrame, rules: MatrixRules | 
     return diff
 
 
+def error_signature(err_msg: str | None, limit: int = 200) -> str:
+    """The last `...Error:`/`...Exception:` line of a stored traceback (newlines are literal `\\n`)."""
+    lines = [l.strip() for l in (err_msg or "").replace("\\n", "\n").splitlines() if l.strip()]
+    hits = [l for l in lines if "Error" in l.split(":")[0] or "Exception" in l.split(":")[0]]
+    return (hits[-1] if hits else lines[-1] if lines else "")[:limit]
+
+
 def model_disagreements(ours: pl.DataFrame, imported: pl.DataFrame, model: str) -> dict:
-    """Where our matrix and an imported one disagree for one model, with our reason for each row."""
+    """Where our matrix and an imported one disagree for one model, with both sides' reasons."""
     key = list(load_rules().key)
     mine = ours.filter(pl.col("HuggingFaceID") == model)
     theirs = imported.filter(pl.col("HuggingFaceID") == model)
     diff = compare_matrices(theirs, mine)
-    reasons = {tuple(r[c] for c in key): (r["ErrMsg"], r["Source"]) for r in mine.iter_rows(named=True)}
-    rows = [{**{c: r[c] for c in key[2:]}, "imported": r["old"], "ours": r["new"],
-             "reason": reasons[tuple(r[c] for c in key)][0] or reasons[tuple(r[c] for c in key)][1]}
-            for r in diff.changed]
+    why = {side: {tuple(r[c] for c in key): r["ErrMsg"] or r["Source"] or "" for r in frame.iter_rows(named=True)}
+           for side, frame in (("ours", mine), ("imported", theirs))}
+    rows = []
+    for r in diff.changed:
+        k = tuple(r[c] for c in key)
+        rows.append({**{c: r[c] for c in key[2:]}, "imported": r["old"], "ours": r["new"],
+                     "reason": why["ours"][k], "imported_reason": error_signature(why["imported"][k])})
     shared = theirs.join(mine.select(key), on=key, how="semi").height
     return {"agree": shared - len(rows), "disagree": rows, "only_ours": len(diff.added),
             "only_imported": len(diff.removed)}

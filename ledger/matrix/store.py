@@ -22,7 +22,7 @@ def store_snapshot(wh, frame: pl.DataFrame, label: str, source: str) -> int:
     if not label.strip():
         raise SnapshotError("--label: empty label")
     rows = frame.with_columns(label=pl.lit(label), snapshot_source=pl.lit(source), imported_at=pl.lit(now_iso()))
-    return wh.replace_slices(wh.table_uri(MATRIX_TABLE), rows, ["label"])
+    return wh.replace_slices(wh.table_uri(MATRIX_TABLE), rows, ["label"], [(label,)])
 
 
 def labels(wh) -> pl.DataFrame:

@@ -51,3 +51,21 @@ class Oracle:
 
         op = NCCL("c", 1.0, op, int(elements), int(num_gpus), self.common.CommQuantMode[quant])
         return self.run(self.handle(system, backend, version, mode), op, 1)
+
+    def allreduce(self, system, backend, version, tp, hidden, tokens, mode="SILICON"):
+        from aiconfigurator_core.sdk.operations import CustomAllReduce
+
+        return self.run(self.handle(system, backend, version, mode), CustomAllReduce("c", 1.0, int(hidden), int(tp)), tokens)
+
+    def context_attention(self, system, backend, version, fmha, kv, head_dim, window, kv_heads, heads, isl, batch):
+        from aiconfigurator_core import _aiconfigurator_core as core
+
+        op = core.ContextAttention("a", 1.0, int(heads), int(kv_heads), self.common.KVCacheQuantMode[kv],
+                                   self.common.FMHAQuantMode[fmha], window_size=int(window), head_size=int(head_dim))
+        handle = self.handle(system, backend, version)
+        try:
+            return handle.evaluate_ops_json(self.build([op]), is_context=True, batch_size=int(batch), s=int(isl), x=int(batch * isl))[0][1]
+        except Exception as exc:
+            if "PerfDataNotAvailable" in type(exc).__name__:
+                return None
+            raise

@@ -75,3 +75,37 @@ def test_nccl_silicon_matches_reference(wheel_est, oracle, system):
                     row = dict(system=system, op=op, quant=quant, num_gpus=n, elements=int(el))
                     pairs.append((str(row), _ours(wheel_est, "comm", row), oracle.nccl(system, "trtllm", "1.3.0rc20", op, quant, n, el)[0]))
     assert _check(pairs) >= 300
+
+
+@pytest.mark.parametrize("system,backend,version", [("h200_sxm", "trtllm", "1.3.0rc20"), ("gb200", "trtllm", "1.3.0rc20"),
+                                                    ("b200_sxm", "sglang", "0.5.14"), ("h100_sxm", "vllm", "0.24.0")])
+def test_custom_allreduce_silicon_matches_reference(wheel_est, oracle, system, backend, version):
+    pairs = []
+    for tp in (1, 2, 4, 8, 16, 72):
+        for tokens in (1, 3, 100, 1000, 8192, 100_000, 1_000_000):
+            for hidden in (4096, 7168):
+                row = dict(system=system, backend=backend, version=version, tp=tp, elements=tokens * hidden)
+                pairs.append((str(row), _ours(wheel_est, "allreduce", row), oracle.allreduce(system, backend, version, tp, hidden, tokens)[0]))
+    assert _check(pairs) >= 70
+
+
+@pytest.mark.parametrize("mode", ["EMPIRICAL", "HYBRID"])
+def test_moe_empirical_and_hybrid_match_reference(wheel_est, oracle, mode):
+    """Own-slice util grids, single-feature shape transfer and quant/profile transfer (labels included)."""
+    base = dict(system="h200_sxm", backend="trtllm", version="1.3.0rc20", distribution="power_law_1.2", gated=True,
+                topk=8, experts=128, hidden=4096, inter=1536, tp=1, ep=8)
+    worst, count = 0.0, 0
+    for quant in ("fp8", "bfloat16", "fp8_block", "int4_wo", "nvfp4", "w4afp8", "w4a16_mxfp4"):
+        for var in ({}, {"inter": 1600}, {"experts": 100}, {"tp": 2, "ep": 4}):
+            key = {**base, **var, "quant": quant}
+            for tokens in (1, 5, 300, 3000, 50_000):
+                ref, prov = oracle.moe(**key, tokens=tokens, mode=mode)
+                frame = pl.DataFrame({**{k: [v] for k, v in key.items()}, "tokens": [tokens]})
+                if ref is None:  # e.g. nvfp4 on a GPU without FP4 FLOP/s: we must refuse too
+                    with pytest.raises(EstimatorError):
+                        estimate(wheel_est, "moe", frame, mode=mode.lower())
+                    continue
+                row = estimate(wheel_est, "moe", frame, mode=mode.lower()).row(0, named=True)
+                assert row["source"] == (prov or "silicon"), f"{key} t={tokens}"
+                worst, count = max(worst, abs(row["latency_ms"] - ref) / ref), count + 1
+    assert worst <= REL and count >= 100

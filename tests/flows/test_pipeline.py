@@ -1,22 +1,24 @@
-"""`perfledger run` as a Prefect flow on a small source (the wheel run is exercised by `make run`)."""
+"""`perfledger run` as a Prefect flow on small real sources (the wheel run is exercised by `make run`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from prefect.testing.utilities import prefect_test_harness
 
 from flows.config import ConfigError, load_pipeline_config
 from flows.pipeline import run_pipeline
+from tests.flows.conftest import GEMM, scaled_copy, write_config
+from warehouse.store import Warehouse
 
 pytestmark = pytest.mark.xdist_group("prefect")
+REPO = Path(__file__).resolve().parents[2]
+DERIVED = ("validate", "ledger", "matrix", "estimate", "generate", "publish")
 
 
-@pytest.fixture(scope="session")
-def prefect_server():
-    with prefect_test_harness(server_startup_timeout=60):
-        yield
+def _status(result: dict) -> dict[str, str]:
+    return {s["stage"]: s["status"] for s in result["stages"]}
 
 
 def test_pipeline_ingests_builds_the_ledger_and_writes_the_summary(tmp_path: Path, prefect_server, shared_tree: Path) -> None:
@@ -30,8 +32,57 @@ def test_pipeline_ingests_builds_the_ledger_and_writes_the_summary(tmp_path: Pat
     assert result["ledgers"][0]["by_status"].get("done", 0) >= 1
 
 
+def test_full_pipeline_skips_unchanged_work_and_gates_regressions(tmp_path: Path, prefect_server, shared_tree: Path) -> None:
+    out = tmp_path / "out"
+    common = dict(models=["kimi-k3"], warehouse=tmp_path / "wh", out=out,
+                  matrices=[{"path": str(REPO / ".." / "shared" / "aic" / "support_matrix" / "head-095f58a"), "label": "head"}],
+                  deployments=[str(REPO / "examples" / "deployments" / "vllm_agg.yaml")])
+    kda, gemm = shared_tree / "b200_sxm" / "kda", shared_tree / GEMM / "0.24.0"
+    cfg = load_pipeline_config(write_config(tmp_path / "a.yaml", sources=[str(kda), str(gemm)], **common))
+
+    first = run_pipeline(cfg)
+    assert set(_status(first).values()) == {"ran"} and first["gate"] == "no baseline"
+    for page in ("index", "matrix", "validation", "diff", "estimates", "ledger-kimi-k3"):
+        assert (out / f"{page}.html").is_file() and (out / f"{page}.md").is_file()
+    assert (out / "deployments" / "vllm_agg" / "k8s_deploy.yaml").is_file()
+    assert (out / "plots" / "coverage-kimi-k3.svg").read_text().startswith("<?xml")
+
+    second = run_pipeline(cfg)
+    assert second["ingest"]["new_batches"] == 0
+    assert all(_status(second)[s] == "skipped" for s in DERIVED), second["stages"]
+
+    # The same slice re-collected 20% slower: a new table version, the gate fails, the diff shows the moves.
+    slower = scaled_copy(shared_tree, tmp_path / "recollected", "0.24.0", 1.2)
+    third = run_pipeline(load_pipeline_config(write_config(tmp_path / "b.yaml", sources=[str(kda), str(slower)], **common)))
+    assert third["ingest"]["new_batches"] == 1
+    assert _status(third)["estimate"] == "ran" and _status(third)["generate"] == "skipped"
+    assert third["gate"] == "fail"
+    state = json.loads((out / ".pipeline" / "stages.json").read_text())
+    rows = [r for r in state["estimate"]["result"]["gate"]["rows"] if r["system"] == "h200_sxm"]
+    assert rows and all(r["verdict"] == "fail" and r["delta_pct"] == pytest.approx(20.0, abs=0.5) for r in rows)
+    diff = (out / "diff.md").read_text()
+    assert "gemm_perf: version 0 → 1" in diff and "107225 changed" in diff
+    assert Warehouse(tmp_path / "wh").table_version("gemm_perf", curated=True) == 1
+
+
 def test_config_errors_name_the_file_and_key(tmp_path: Path) -> None:
     bad = tmp_path / "p.yaml"
     bad.write_text("sources: [aic-package]\nmodel: [kimi-k3]\n")
     with pytest.raises(ConfigError, match=r"p.yaml: unknown key\(s\) \['model'\]"):
         load_pipeline_config(bad)
+    bad.write_text("sources: [aic-package]\nmatrices: [{path: x}]\n")
+    with pytest.raises(ConfigError, match=r"p.yaml: matrices\[0\] needs keys 'path' and 'label'"):
+        load_pipeline_config(bad)
+    bad.write_text("sources: [aic-package]\nstages: [ingest, bake]\n")
+    with pytest.raises(ConfigError, match=r"p.yaml: stages: unknown stage\(s\) \['bake'\]"):
+        load_pipeline_config(bad)
+    bad.write_text("sources: [aic-package]\ngate: {warn_pct: 20, fail_pct: 10}\n")
+    with pytest.raises(ConfigError, match="warn_pct <= fail_pct"):
+        load_pipeline_config(bad)
+
+
+def test_embedded_default_needs_only_the_install() -> None:
+    cfg = load_pipeline_config()
+    assert cfg.sources == ["aic-package"] and cfg.models == ["kimi-k3"]
+    assert all(Path(d).is_file() for d in cfg.deployments) and cfg.scenarios.is_file()
+    assert cfg.matrices == [{"path": "aic-package", "label": "aic-package"}]

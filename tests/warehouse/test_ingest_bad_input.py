@@ -34,7 +34,7 @@ def test_bad_latency_is_quarantined_with_its_reason(tmp_path: Path, warehouse: W
     assert (report.rows_accepted, report.rows_quarantined) == (2, 1)
     row = _quarantine(warehouse).row(0, named=True)
     assert (row["source_row"], row["check"], row["column"], row["table"]) == (3, check, "latency", "gemm_perf")
-    assert row["source_file"].endswith("gemm_perf.txt") and '"m": "2"' in row["raw_row"]
+    assert row["source_file"].endswith("gemm_perf.txt") and '"m": 2' in row["raw_row"]
     assert warehouse.read_curated("gemm_perf")["m"].to_list() == [1, 3]
 
 

@@ -1,0 +1,102 @@
+"""Prefect tasks of `perfledger run`: thin wrappers over plain stage functions (IO tasks retry).
+
+Every task takes and returns plain JSON-able values, so a result can be cached by content key
+(flows.keys) and shipped to a Dask worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+
+from warehouse.lock import run_lock
+from warehouse.store import Warehouse
+
+IO_RETRIES = {"retries": 2, "retry_delay_seconds": 1}
+
+
+@task(name="validate", **IO_RETRIES)
+def validate_task(root: str) -> dict:
+    """Quarantine counts by reason (the validation report's data)."""
+    from reports.validation import reasons
+
+    wh = Warehouse(Path(root))
+    if not wh.has_table("quarantine"):
+        return {"findings": 0, "reasons": []}
+    quarantine = wh.read_table("quarantine")
+    return {"findings": quarantine.height, "reasons": reasons(quarantine).to_dicts()}
+
+
+@task(name="build-ledger", **IO_RETRIES)
+def ledger_task(root: str, model: str) -> dict:
+    """Derive and store the model's ledger cells (events appended for changes); return them."""
+    from ledger.record import record_cells
+    from ledger.source import build_cells
+    from ledger.specs import find_spec
+
+    warehouse = Warehouse(Path(root))
+    spec = find_spec(model)
+    cells = build_cells(warehouse, spec)
+    with run_lock(warehouse.root, purpose=f"ledger {model}"):
+        record_cells(warehouse, spec.model, cells)
+    rows = cells.select("lane", "system", "backend", "version", "rows", "status").sort("lane", "system", "backend", "version")
+    by_status = dict(sorted(cells.group_by("status").len().iter_rows()))
+    return {"model": spec.model, "cells": rows.to_dicts(), "by_status": by_status}
+
+
+def matrix_dir(path: str) -> Path:
+    """A configured matrix folder; `aic-package` is the installed wheel's systems/support_matrix."""
+    if path != "aic-package":
+        return Path(path)
+    from warehouse.discover import aic_package_root
+
+    return aic_package_root().parent / "support_matrix"
+
+
+@task(name="import-matrices", **IO_RETRIES)
+def matrix_task(root: str, matrices: list[dict]) -> list[dict]:
+    """Store each configured support-matrix folder as its labelled snapshot."""
+    from ledger.matrix.reader import read_matrix
+    from ledger.matrix.store import store_snapshot
+    from ledger.matrix.summary import summarize
+
+    wh = Warehouse(Path(root))
+    out = []
+    for entry in matrices:
+        folder = matrix_dir(entry["path"])
+        frame = read_matrix(folder)
+        with run_lock(wh.root, purpose="matrix import"):
+            store_snapshot(wh, frame, entry["label"], str(folder))
+        out.append(summarize(frame, entry["label"]))
+    return out
+
+
+@task(name="estimate", **IO_RETRIES)
+def estimate_task(root: str, scenarios: str, models: list[str], gate: dict) -> dict:
+    from reports.estimates import estimate_report
+    from warehouse.inventory import curated_inventory
+
+    inventory = curated_inventory(Warehouse(Path(root)))
+    return estimate_report(Path(root), Path(scenarios), models, inventory, gate)
+
+
+@task(name="generate", **IO_RETRIES)
+def generate_task(deployment: str, out: str) -> dict:
+    """Render one deployment YAML's artifacts into <out>/deployments/<stem>/."""
+    from generator.api import generate
+
+    stem = Path(deployment).stem
+    folder = Path(out) / "deployments" / stem
+    result = generate(Path(deployment), [], folder)
+    return {"name": stem, "folder": f"deployments/{stem}", "mode": result.mode, "warnings": result.warnings,
+            "files": sorted(str(p.relative_to(folder)) for p in result.files)}
+
+
+@task(name="publish", **IO_RETRIES)
+def publish_task(root: str, out: str, models: list[str], run: dict, estimates: dict | None) -> dict:
+    from reports.site import build_site
+    from reports.summary import write_summary
+
+    site = build_site(Path(root), Path(out), models, run, estimates)
+    return {**site, "summary": str(write_summary(Path(out), run))}

@@ -1,0 +1,90 @@
+"""Warehouse diff between two versions of a curated table: rows added, removed, changed, big moves.
+
+A row is identified by its slice (system/backend/version) plus the catalog key (op_name,
+kernel_source and the table's shape keys); "changed" means any metric differs, and a "move" is a
+primary-metric change larger than the threshold (5% by default).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from reports.page import Page, Section, Table
+from warehouse.normalise import key_columns
+
+SLICE = ["system", "backend", "version"]
+MOVE_LIMIT = 200
+
+
+def diff_frames(old: pl.DataFrame, new: pl.DataFrame, keys: list[str], metrics: list[str], primary: str,
+                threshold: float = 0.05) -> dict:
+    """Pure: counts plus the rows whose primary metric moved by more than `threshold` (relative)."""
+    metrics = [m for m in metrics if m in old.columns and m in new.columns]
+    a = old.select(*keys, *metrics).unique(subset=keys, keep="first")
+    b = new.select(*keys, *metrics).unique(subset=keys, keep="first")
+    added = b.join(a, on=keys, how="anti", nulls_equal=True)
+    removed = a.join(b, on=keys, how="anti", nulls_equal=True)
+    both = a.join(b, on=keys, how="inner", suffix="_new", nulls_equal=True)
+    differs = pl.any_horizontal([pl.col(m).ne_missing(pl.col(f"{m}_new")) for m in metrics]) if metrics else pl.lit(False)
+    changed = both.filter(differs)
+    rel = ((pl.col(f"{primary}_new") - pl.col(primary)).abs() / pl.col(primary).abs()).alias("move")
+    moves = changed.with_columns(rel).filter(pl.col("move") > threshold).sort("move", descending=True)
+    return {"added": added.height, "removed": removed.height, "changed": changed.height, "moves": moves,
+            "added_slices": _slices(added), "removed_slices": _slices(removed)}
+
+
+def _slices(frame: pl.DataFrame) -> dict[str, int]:
+    if not frame.height:
+        return {}
+    return {"/".join(k): n for *k, n in frame.group_by(SLICE).len().sort(SLICE).iter_rows()}
+
+
+def table_diff(wh, table: str, old_version: int, new_version: int, threshold: float = 0.05) -> dict:
+    """Diff two versions of one curated table of the warehouse."""
+    from schemas.catalog import load_catalog
+
+    catalog = load_catalog()
+    spec = catalog.table(table)
+    keys = [*SLICE, *key_columns(spec, catalog)]
+    old = wh.read_curated(table, as_of=old_version)
+    new = wh.read_curated(table, as_of=new_version)
+    result = diff_frames(old, new, keys, list(spec.metrics), spec.primary_metric, threshold)
+    return {"table": table, "from": old_version, "to": new_version, "keys": keys, "primary": spec.primary_metric, **result}
+
+
+def latest_diffs(wh, threshold: float = 0.05) -> list[dict]:
+    """Each curated table that has history: its previous version against its latest."""
+    out = []
+    for table in wh.curated_tables():
+        version = wh.table_version(table, curated=True)
+        if version:
+            out.append(table_diff(wh, table, version - 1, version, threshold))
+    return out
+
+
+def diff_page(diffs: list[dict], threshold: float = 0.05) -> Page:
+    summary_rows = [[d["table"], d["from"], d["to"], d["added"], d["removed"], d["changed"], d["moves"].height]
+                    for d in diffs]
+    sections = [Section("Tables changed by the latest writes",
+                        text=[] if diffs else ["No curated table has more than one version yet."],
+                        table=Table(["table", "from version", "to version", "rows added", "rows removed",
+                                     "rows changed", f"moves > {threshold:.0%}"], summary_rows) if diffs else None)]
+    for d in diffs:
+        slices = [[s, n, "added"] for s, n in d["added_slices"].items()] + \
+                 [[s, n, "removed"] for s, n in d["removed_slices"].items()]
+        moves = d["moves"].head(MOVE_LIMIT)
+        cols = [k for k in d["keys"] if k in moves.columns]
+        sections.append(Section(
+            f"{d['table']}: version {d['from']} → {d['to']}",
+            text=[f"{d['added']} added, {d['removed']} removed, {d['changed']} changed; "
+                  f"{d['moves'].height} rows moved more than {threshold:.0%} in {d['primary']}."],
+            tabs=[(f"{d['table']} slices", Table(["slice", "rows", "kind"], slices)),
+                  (f"{d['table']} moves", Table([*cols, d["primary"], f"{d['primary']} new", "move"],
+                                  [[*(r[c] for c in cols), r[d["primary"]], r[f"{d['primary']}_new"], f"{r['move']:.1%}"]
+                                   for r in moves.iter_rows(named=True)], filterable=True,
+                                  note=f"first {MOVE_LIMIT} of {d['moves'].height}" if d["moves"].height > MOVE_LIMIT else ""))]
+            if slices or moves.height else []))
+    return Page("diff", "Warehouse diff", sections,
+                summary=f"{len(diffs)} tables with history; "
+                        f"{sum(d['added'] for d in diffs)} rows added, {sum(d['removed'] for d in diffs)} removed, "
+                        f"{sum(d['changed'] for d in diffs)} changed")

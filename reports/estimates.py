@@ -1,0 +1,158 @@
+"""Reference-scenario estimates (TTFT / TPOT as sums of priced operators) and the prediction gate.
+
+A scenario lists operators with a count; its phase time on one system/backend/version is the sum of
+latency x count, answered by the estimator (HYBRID: collected data first, transfers labelled). The
+gate compares each estimate with the same estimate over the previous warehouse version.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+PHASES = {"prefill": "TTFT", "decode": "TPOT"}
+SWEEP_TOKENS = (256, 1024, 4096, 16384)  # the latency-vs-tokens plot's x axis
+VALUE_COLUMN = {"gemm": "m", "moe": "tokens"}
+
+
+class ScenarioError(ValueError):
+    """A scenario file entry that cannot be used; names the file and key."""
+
+
+def load_scenarios(path: Path) -> dict[str, list[dict]]:
+    """model -> scenarios, checked: every error names the file and the key path."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"{path}: cannot read scenarios ({exc})") from None
+    for model, scenarios in raw.items():
+        for i, sc in enumerate(scenarios or []):
+            where = f"{path}: {model}[{i}]"
+            missing = sorted({"name", "phase", "tokens", "ops"} - set(sc or {}))
+            if missing:
+                raise ScenarioError(f"{where}: missing key(s) {missing}")
+            if sc["phase"] not in PHASES:
+                raise ScenarioError(f"{where}.phase: {sc['phase']!r} is not one of {sorted(PHASES)}")
+            for j, op in enumerate(sc["ops"]):
+                if op.get("op") not in VALUE_COLUMN:
+                    raise ScenarioError(f"{where}.ops[{j}].op: {op.get('op')!r} is not one of {sorted(VALUE_COLUMN)}")
+    return {str(m): list(s or []) for m, s in raw.items()}
+
+
+def op_table(op: str) -> str:
+    """The perf table an op family reads (the estimator's own TABLE constant)."""
+    from estimator.ops import get_model
+
+    return sys.modules[type(get_model(op)).__module__].TABLE
+
+
+def slices(inventory: list[dict], table: str, systems: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    return sorted({(e["system"], e["backend"], e["version"]) for e in inventory
+                   if e["table"] == table and e["system"] in systems})
+
+
+def price_scenario(est, scenario: dict, cell: tuple[str, str, str]) -> dict:
+    """{ms, source} for one scenario on one cell, or {ms: None, error} when an op cannot be priced."""
+    from estimator.batch import estimate
+    from estimator.ops.base import TIERS
+
+    total, tiers = 0.0, []
+    for spec in scenario["ops"]:
+        query = {k: v for k, v in spec.items() if k not in ("op", "count")}
+        query[VALUE_COLUMN[spec["op"]]] = int(scenario["tokens"])
+        frame = pl.DataFrame([{"system": cell[0], "backend": cell[1], "version": cell[2], **query}])
+        try:
+            row = estimate(est, spec["op"], frame, mode="hybrid").row(0, named=True)
+        except Exception as exc:  # noqa: BLE001 -- any miss (typed estimator errors, absent tables) is reported
+            return {"ms": None, "source": None, "error": f"{spec['op']}: {exc}"}
+        total += row["latency_ms"] * int(spec.get("count", 1))
+        tiers.append(row["source"])
+    weakest = max(tiers, key=TIERS.index) if tiers else None
+    return {"ms": total, "source": weakest, "error": None}
+
+
+def scenario_rows(est, scenarios: dict[str, list[dict]], inventory: list[dict], systems_of: dict[str, tuple]) -> list[dict]:
+    """One row per model x scenario x system/backend/version present in the warehouse."""
+    rows = []
+    for model, items in scenarios.items():
+        if model not in systems_of:
+            continue
+        for sc in items:
+            tables = {op_table(op["op"]) for op in sc["ops"]}
+            cells = sorted(set.intersection(*(set(slices(inventory, t, systems_of[model])) for t in tables)))
+            for cell in cells:
+                priced = price_scenario(est, sc, cell)
+                rows.append({"model": model, "scenario": sc["name"], "metric": PHASES[sc["phase"]],
+                             "system": cell[0], "backend": cell[1], "version": cell[2], **priced})
+    return rows
+
+
+def token_sweep(est, scenarios: dict[str, list[dict]], inventory: list[dict], systems_of: dict[str, tuple]) -> dict:
+    """model -> priced points of its first scenario at SWEEP_TOKENS on every cell (for the plot)."""
+    out = {}
+    for model, items in scenarios.items():
+        if not items or model not in systems_of:
+            continue
+        points = []
+        for tokens in SWEEP_TOKENS:
+            sc = {**items[0], "tokens": tokens}
+            points += [{**r, "tokens": tokens} for r in scenario_rows(est, {model: [sc]}, inventory, systems_of)
+                       if r["ms"] is not None]
+        out[model] = {"scenario": items[0]["name"], "points": points}
+    return out
+
+
+def gate(current: list[dict], previous: list[dict] | None, warn_pct: float, fail_pct: float) -> dict:
+    """Compare predictions with the previous warehouse version: ok / warn / fail / new / lost per row."""
+    key = ("model", "scenario", "system", "backend", "version")
+    before = {tuple(r[k] for k in key): r["ms"] for r in previous or []}
+    rows = []
+    for r in current:
+        old = before.get(tuple(r[k] for k in key))
+        if previous is None or old is None:
+            verdict, delta = ("new" if r["ms"] is not None else "miss"), None
+        elif r["ms"] is None:
+            verdict, delta = "lost", None
+        else:
+            delta = 100.0 * (r["ms"] - old) / old
+            verdict = "fail" if abs(delta) > fail_pct else "warn" if abs(delta) > warn_pct else "ok"
+        rows.append({**r, "previous_ms": old, "delta_pct": delta, "verdict": verdict})
+    counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in ("ok", "warn", "fail", "lost", "new", "miss")}
+    status = "no baseline" if previous is None else "fail" if counts["fail"] or counts["lost"] else "pass"
+    return {"status": status, "warn_pct": warn_pct, "fail_pct": fail_pct, "counts": counts, "rows": rows}
+
+
+def previous_as_of(wh) -> str | None:
+    """The timestamp of the previous `batches` version (the warehouse before the latest ingest)."""
+    from ledger.source import resolve_as_of
+
+    version = wh.table_version("batches")
+    if not version:
+        return None
+    return resolve_as_of(wh, str(version - 1))
+
+
+def estimate_report(root: Path, scenarios_path: Path, models: list[str], inventory: list[dict], gate_cfg: dict) -> dict:
+    """Current estimates, previous-version estimates and the gate, for the configured models."""
+    from estimator.context import Estimator
+    from estimator.sources import WarehouseSource
+    from ledger.specs import find_spec
+    from warehouse.store import Warehouse
+
+    scenarios = load_scenarios(scenarios_path)
+    specs = {m: find_spec(m) for m in models}
+    wanted = {name: scenarios[name] for name in models if name in scenarios}
+    systems_of = {name: spec.systems for name, spec in specs.items()}
+    est = Estimator(WarehouseSource(root))
+    current = scenario_rows(est, wanted, inventory, systems_of)
+    stamp = previous_as_of(Warehouse(root))
+    previous = None
+    if stamp is not None:
+        previous = scenario_rows(Estimator(WarehouseSource(root, as_of=stamp)), wanted, inventory, systems_of)
+        previous = [r for r in previous if r["ms"] is not None]
+    return {"as_of_previous": stamp, "models": {name: specs[name].model for name in wanted},
+            "gate": gate(current, previous, gate_cfg["warn_pct"], gate_cfg["fail_pct"]),
+            "sweeps": token_sweep(est, wanted, inventory, systems_of)}

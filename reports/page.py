@@ -1,0 +1,73 @@
+"""The site's page model: a page is sections of text, tables, tabbed tables and images.
+
+Every page renders twice from the same data: HTML (Jinja autoescape: every data string escaped) and
+a Markdown twin for review in git (table cells escaped by `md_cell`). Builders only assemble data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from reports.ledger_report import md_cell
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list]
+    row_classes: list[str] = field(default_factory=list)  # CSS class per row (status colours)
+    filterable: bool = False
+    note: str = ""                                         # e.g. "first 200 of 5301 rows"
+
+
+@dataclass
+class Section:
+    title: str
+    text: list[str] = field(default_factory=list)
+    table: Table | None = None
+    tabs: list[tuple[str, Table]] = field(default_factory=list)
+    images: list[tuple[str, str]] = field(default_factory=list)  # (relative path, alt text)
+    links: list[tuple[str, str]] = field(default_factory=list)   # (relative href, label)
+
+
+@dataclass
+class Page:
+    slug: str       # file stem: <slug>.html and <slug>.md
+    title: str
+    sections: list[Section]
+    summary: str = ""  # one line for the index
+
+
+def fmt(value: object) -> str:
+    """Numbers as a reader wants them in a table (floats 4 significant digits, None as blank)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt(v) for v in value)
+    return str(value)
+
+
+def tab_id(name: str) -> str:
+    return "tab-" + "".join(c if c.isalnum() else "-" for c in name)
+
+
+def _environment(html: bool) -> Environment:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=html, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(md=md_cell, fmt=fmt, tab_id=tab_id)
+    return env
+
+
+def render_page(page: Page, nav: list[tuple[str, str]], fmt_name: str) -> str:
+    """The page as `html` or `md`; `nav` is (slug, title) of every page for the site menu."""
+    if fmt_name not in ("html", "md"):
+        raise ValueError(f"format {fmt_name!r}: expected html or md")
+    template = _environment(fmt_name == "html").get_template(f"page.{fmt_name}.j2")
+    return template.render(page=page, nav=nav)

@@ -1,0 +1,109 @@
+"""The static site under the output folder: index.html + Markdown twins, one page per report.
+
+`build_site` reads the warehouse (quarantine, ledger tables, matrix snapshots, table history) and the
+pipeline's stage results, assembles pages (reports.page) and writes them; every write is atomic per
+file, and plots are SVG files beside the pages.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reports.page import Page, Section, Table, render_page
+
+CSS = Path(__file__).with_name("templates") / "site.css"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+    return path
+
+
+def _plots(out: Path, ledgers: list[dict], estimates: dict | None) -> list[tuple[str, str]]:
+    from reports.plots import coverage_heatmap, latency_plot
+
+    plots = []
+    for entry in ledgers:
+        rel = f"plots/coverage-{entry['slug'].removeprefix('ledger-')}.svg"
+        _write(out / rel, coverage_heatmap(entry["cells"], f"{entry['title']}: rows per lane x system"))
+        plots.append((rel, f"coverage heatmap, {entry['title']}"))
+    for name, sweep in (estimates or {}).get("sweeps", {}).items():
+        rel = f"plots/latency-{name}.svg"
+        _write(out / rel, latency_plot(sweep["points"], f"{name}: {sweep['scenario']}, estimated ms vs tokens"))
+        plots.append((rel, f"latency vs tokens, {name} ({sweep['scenario']})"))
+    return plots
+
+
+def _matrix(wh, models: list[str]) -> Page:
+    from ledger.matrix.store import SnapshotError, labels, read_snapshot
+    from ledger.specs import find_spec
+    from reports.matrix_page import matrix_page
+
+    hf_ids = [find_spec(m).model for m in models]
+    try:
+        label, frame = read_snapshot(wh)
+    except SnapshotError:
+        return matrix_page(None, None, hf_ids, [])
+    return matrix_page(label, frame, hf_ids, labels(wh).to_dicts())
+
+
+def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tuple[str, str]]) -> Page:
+    """Run summary (stages with timings and skips, ingest counts), then links to every report."""
+    ingest = run.get("ingest") or {}
+    stages = Table(["stage", "status", "seconds"], [[s["stage"], s["status"], s["seconds"]] for s in run.get("stages", [])],
+                   row_classes=[f"stage-{s['status']}" for s in run.get("stages", [])])
+    counts = Table(["batches", "new", "rows accepted", "rows quarantined", "repeated keys", "failed batches"],
+                   [[ingest.get("batches"), ingest.get("new_batches"), ingest.get("rows_accepted"),
+                     ingest.get("rows_quarantined"), ingest.get("rows_duplicate"), len(ingest.get("failed_batches", []))]])
+    reports = [(f"{e['slug']}.html", f"{e['title']}: {e['summary']}") for e in ledgers]
+    reports += [(f"{p.slug}.html", f"{p.title}: {p.summary}") for p in pages]
+    deployments = [(f"{d['folder']}/{f}", f"{d['name']} ({d['mode']}): {f}") for d in run.get("deployments", [])
+                   for f in d["files"]]
+    sections = [
+        Section("Run", text=[f"Finished {run.get('finished_at', '')} in {run.get('seconds', 0):.1f} s; "
+                             f"warehouse {run.get('warehouse', '')}."], table=stages),
+        Section("Ingest", table=counts),
+        Section("Reports", links=reports),
+        Section("Plots", images=plots),
+    ]
+    if deployments:
+        sections.append(Section("Deployment artifacts", links=deployments))
+    return Page("index", "perfledger", sections, summary="Published by `perfledger run`.")
+
+
+def build_site(root: Path, out: Path, models: list[str], run: dict, estimates: dict | None) -> dict:
+    """Write the whole site; returns {"index": path, "pages": [slugs]}."""
+    from reports.diff import diff_page, latest_diffs
+    from reports.estimate_page import estimate_page
+    from reports.ledger_pages import write_ledger_pages
+    from reports.validation import validation_page
+    from warehouse.store import Warehouse
+
+    wh = Warehouse(root)
+    out.mkdir(parents=True, exist_ok=True)
+    ledgers = write_ledger_pages(wh, models, out)
+    plots = _plots(out, ledgers, estimates)
+    quarantine = wh.read_table("quarantine") if wh.has_table("quarantine") else None
+    import polars as pl
+
+    pages = [
+        _matrix(wh, models),
+        validation_page(quarantine if quarantine is not None else pl.DataFrame(
+            schema={c: pl.String for c in ("table", "check", "column", "source_file", "system", "backend", "version",
+                                           "value")} | {"source_row": pl.Int64}),
+            (run.get("ingest") or {}).get("failed_batches", [])),
+        diff_page(latest_diffs(wh)),
+    ]
+    if estimates is not None:
+        pages.append(estimate_page(estimates, [p for p in plots if p[0].startswith("plots/latency-")]))
+    pages.insert(0, index_page(run, pages, ledgers, [p for p in plots if p[0].startswith("plots/coverage-")]))
+    nav = [(p.slug, p.title if p.slug != "index" else "Home") for p in pages[:1]]
+    nav += [(e["slug"], e["title"]) for e in ledgers] + [(p.slug, p.title) for p in pages[1:]]
+    for page in pages:
+        for fmt in ("html", "md"):
+            _write(out / f"{page.slug}.{fmt}", render_page(page, nav, fmt))
+    _write(out / "site.css", CSS.read_text())
+    return {"index": str(out / "index.html"), "pages": [p.slug for p in pages] + [e["slug"] for e in ledgers]}

@@ -1,0 +1,45 @@
+"""`--runner dask`: batch preparation on a 2-worker LocalCluster gives the same warehouse as a local run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from flows.config import load_pipeline_config
+from flows.pipeline import run_pipeline
+from tests.flows.conftest import GEMM, write_config
+from warehouse.store import Warehouse
+
+pytestmark = pytest.mark.xdist_group("prefect")
+VOLATILE = {"ingested_at", "started_at", "finished_at", "first_ingest", "last_ingest", "at", "recorded_at"}
+
+
+def contents(root: Path) -> dict[str, pl.DataFrame]:
+    """Every table of the warehouse, timestamps dropped, rows in a canonical order."""
+    wh = Warehouse(root)
+    names = [f"curated/{t}" for t in wh.curated_tables()] + sorted(
+        p.name for p in root.iterdir() if (p / "_delta_log").is_dir())
+    out = {}
+    for name in names:
+        frame = wh.read_curated(name.split("/", 1)[1]) if name.startswith("curated/") else wh.read_table(name)
+        frame = frame.drop([c for c in frame.columns if c in VOLATILE])
+        sortable = [c for c in frame.columns if frame[c].dtype not in (pl.List, pl.Struct) and not isinstance(frame[c].dtype, (pl.List, pl.Struct))]
+        out[name] = frame.sort(sortable)
+    return out
+
+
+def test_dask_runner_matches_local_run(tmp_path: Path, prefect_server, shared_tree: Path) -> None:
+    sources = [str(shared_tree / "b200_sxm" / "kda"), str(shared_tree / GEMM / "0.22.0"), str(shared_tree / GEMM / "0.24.0")]
+    results = {}
+    for runner in ("local", "dask"):
+        cfg = load_pipeline_config(write_config(tmp_path / f"{runner}.yaml", sources=sources, models=["kimi-k3"],
+                                                warehouse=tmp_path / runner / "wh", out=tmp_path / runner / "out",
+                                                stages=["ingest", "validate", "ledger"]))
+        results[runner] = run_pipeline(cfg, runner=runner)
+    assert results["dask"]["ingest"]["new_batches"] == results["local"]["ingest"]["new_batches"] == 4
+    local, dask = contents(tmp_path / "local" / "wh"), contents(tmp_path / "dask" / "wh")
+    assert sorted(local) == sorted(dask) and "curated/gemm_perf" in local and "ledger_cells" in local
+    for name in local:
+        assert local[name].equals(dask[name]), name
