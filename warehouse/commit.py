@@ -65,6 +65,7 @@ class CommitBuffer:
             self.warehouse.replace_slices(self.warehouse.table_uri(name), pl.concat(frames, how="diagonal_relaxed"),
                                           FINDING_SLICE, list(self.findings), partition_by=["table"])
         self._write_reuse()
+        self._write_failures()
         self.warehouse.write_table("batch_tables", pl.concat([_batch_table_rows(p) for p in self.batches], how="diagonal_relaxed"))
         self.warehouse.write_table("batches", pl.DataFrame([_batch_row(p) for p in self.batches]))
         self.batches, self.findings = [], {}
@@ -79,6 +80,19 @@ class CommitBuffer:
         clear = [(p.source.system, p.source.family, p.source.backend, p.source.version) for p in tree]
         self.warehouse.replace_slices(self.warehouse.table_uri("reuse"), pl.DataFrame(rows, schema=schema), REUSE_SLICE,
                                       clear)
+
+
+    def _write_failures(self) -> None:
+        staging = [p for p in self.batches if p.source.kind == "staging"]
+        if not staging:
+            return
+        rows = [{"system": p.source.system, "backend": p.source.backend, "version": p.source.version,
+                 "batch_id": p.batch_id, **failure} for p in staging for failure in p.failures]
+        schema = {c: pl.String for c in (*SLICE_COLUMNS, "batch_id", "table", "op", "task_id", "classification",
+                                         "message", "source")}
+        slices = [(p.source.system, p.source.backend, p.source.version) for p in staging]
+        self.warehouse.replace_slices(self.warehouse.table_uri("collection_failures"), pl.DataFrame(rows, schema=schema),
+                                      SLICE_COLUMNS, slices)
 
 
 def keep_raw_input(root: Path, prepared: PreparedBatch) -> Path:
@@ -112,7 +126,7 @@ def _batch_row(prepared: PreparedBatch) -> dict:
         "backend": src.backend, "version": src.version, "status": "ingested", "error": None,
         "files": len(src.files), "rows_accepted": prepared.count("rows_accepted"),
         "rows_quarantined": prepared.count("rows_quarantined"), "rows_duplicate": prepared.count("rows_duplicate"),
-        "reuse_entries": len(prepared.reuse), "failed_cases": sum(prepared.failed_cases.values()),
+        "reuse_entries": len(prepared.reuse), "failed_cases": prepared.failed_cases(),
         "meta_provenance": _meta_field(prepared, "provenance"),
         "meta_framework": _meta_field(prepared, "runtime", "framework"),
         "meta_image": _meta_field(prepared, "runtime", "image"),
@@ -135,7 +149,7 @@ def _batch_table_rows(prepared: PreparedBatch) -> pl.DataFrame:
             "meta_rows": meta.get("rows"), "meta_collector_hash": _text(meta.get("collector_hash")),
             "meta_case_plan_hash": _text(meta.get("case_plan_hash")),
             "meta_image": _meta_field(prepared, "runtime", "image"),
-            "failed_cases": sum(prepared.failed_cases.values()),
+            "failed_cases": prepared.failed_cases(name),
         })
     schema = {"rows_in": pl.Int64, "rows_accepted": pl.Int64, "rows_quarantined": pl.Int64,
               "rows_duplicate": pl.Int64, "meta_rows": pl.Int64, "failed_cases": pl.Int64}

@@ -32,7 +32,7 @@ class PreparedBatch:
     typed: dict[str, TypedFile]
     meta: dict
     reuse: list[dict]
-    failed_cases: dict[str, int]
+    failures: list[dict]
     started_at: datetime
     warnings: list[str] = field(default_factory=list)
     tables: dict[str, NormalisedTable] = field(default_factory=dict)
@@ -40,6 +40,10 @@ class PreparedBatch:
     @property
     def batch_id(self) -> str:
         return self.source.batch_id
+
+    def failed_cases(self, table: str | None = None) -> int:
+        """Failed collector cases, for one table or the whole batch."""
+        return sum(1 for f in self.failures if table is None or f["table"] == table)
 
     @property
     def rows_in(self) -> int:
@@ -72,22 +76,37 @@ def _reuse_entries(path: Path) -> list[dict]:
     return entries
 
 
-def _failed_cases(sidecars: list[Path]) -> dict[str, int]:
-    """Failed collector cases per op module, from errors_*.json and resume checkpoints."""
-    failed: dict[str, int] = {}
-    for path in sidecars:
-        if path.suffix != ".json":
-            continue
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise BatchError(f"{path}: not valid JSON ({exc})") from None
-        if path.name.startswith("errors_"):
-            cases = data if isinstance(data, list) else data.get("errors", data.get("failed", []))
-            failed[path.stem.removeprefix("errors_")] = len(cases)
-        elif isinstance(data, dict) and "failed" in data:
-            failed[str(data.get("module", path.stem))] = len(data["failed"])
-    return failed
+def _json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BatchError(f"{path}: not valid JSON ({exc})") from None
+
+
+def collection_failures(sidecars: list[Path]) -> list[dict]:
+    """Every failed collector case: from errors_*.json records, else from resume checkpoints' `failed` ids.
+
+    A failed case is data ("attempted and failed" differs from "never attempted"), so each is kept.
+    """
+    errors = [p for p in sidecars if p.name.startswith("errors_") and p.suffix == ".json"]
+    failures: list[dict] = []
+    for path in errors:
+        records = _json(path)
+        if not isinstance(records, list):
+            raise BatchError(f"{path}: expected a list of failure records")
+        for record in records:
+            failures.append({"table": record.get("table"), "op": record.get("op", path.stem.removeprefix("errors_")),
+                             "task_id": str(record.get("task_id")), "classification": record.get("classification"),
+                             "message": record.get("message"), "source": path.name})
+    if errors:
+        return failures
+    for path in (p for p in sidecars if p.parent.parent.name == "collector_checkpoint"):
+        data = _json(path)
+        if isinstance(data, dict):
+            for task_id in data.get("failed") or []:
+                failures.append({"table": data.get("table"), "op": str(data.get("module") or data.get("op") or path.stem),
+                                 "task_id": str(task_id), "classification": None, "message": None, "source": path.name})
+    return failures
 
 
 def _check_meta_rows(meta: dict, table: str, rows_in: int, source: BatchSource) -> None:
@@ -119,7 +138,7 @@ def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
         _check_meta_rows(meta, table, typed[table].rows_in, batch)
         if typed[table].extra_columns:
             warnings.append(f"{file.name}: extra columns kept as text: {typed[table].extra_columns}")
-    return PreparedBatch(batch, typed, meta, reuse, _failed_cases(batch.sidecars), started, warnings)
+    return PreparedBatch(batch, typed, meta, reuse, collection_failures(batch.sidecars), started, warnings)
 
 
 def _display(file: Path, batch: BatchSource) -> str:

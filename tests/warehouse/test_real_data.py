@@ -92,3 +92,15 @@ def test_whole_wheel_ingests_with_every_row_accounted_for_and_reingest_is_a_no_o
         assert report.tables[table] + repeats.get(table, 0) + quarantined.get(table, 0) == rows, table
     again = ingest(["aic-package"], warehouse)
     assert again.new_batches == 0 and again.batches == report.batches
+
+
+def test_collector_failures_from_real_checkpoints_are_kept(tmp_path: Path, shared_campaign: Path) -> None:
+    warehouse = Warehouse(tmp_path / "wh")
+    ingest([str(shared_campaign / "h200_sxm")], warehouse)
+    failures = warehouse.read_table("collection_failures")
+    import json
+
+    expected = sum(len(json.loads(p.read_text()).get("failed", []))
+                   for p in (shared_campaign / "h200_sxm" / "collector_checkpoint").glob("*/*.json"))
+    assert failures.height == expected
+    assert warehouse.read_table("batches")["failed_cases"].to_list() == [expected]

@@ -1,0 +1,56 @@
+"""Subprocess side of the reliability tests (run as `python -m tests.flows.reliability_worker MODE ...`).
+
+`ingest WH SRC...`: print READY once imports are done, then ingest with the ledger hook (the test
+kills it at a random moment). `full WH SMALL BIG`: ingest SMALL, then BIG into a warehouse on a tiny
+file system, and print the table versions before/after and the CLI's exit code and message as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def table_versions(root: Path) -> dict[str, int | None]:
+    """Every Delta table under the root with its version, each fully read (a torn commit would raise)."""
+    from deltalake import DeltaTable
+
+    out = {}
+    for log in sorted(root.rglob("_delta_log")):
+        table = DeltaTable(str(log.parent))
+        table.to_pyarrow_table()
+        out[str(log.parent.relative_to(root))] = table.version()
+    return out
+
+
+def main(argv: list[str]) -> None:
+    mode, root, *sources = argv
+    if mode == "ingest":
+        from ledger.hooks import on_ingest
+        from warehouse.ingest import ingest
+        from warehouse.store import Warehouse
+
+        print("READY", flush=True)
+        started = time.perf_counter()
+        ingest(sources, Warehouse(Path(root)), on_commit=on_ingest)
+        print(json.dumps({"seconds": time.perf_counter() - started}), flush=True)
+        return
+    if mode == "full":
+        from typer.testing import CliRunner
+
+        from perfledger.cli import app
+
+        small, big = sources
+        first = CliRunner().invoke(app, ["ingest", small, "--warehouse", root, "--json"])
+        before = table_versions(Path(root))
+        second = CliRunner().invoke(app, ["ingest", big, "--warehouse", root, "--json"])
+        print(json.dumps({"first": first.exit_code, "code": second.exit_code, "output": second.output,
+                          "before": before, "after": table_versions(Path(root))}))
+        return
+    raise SystemExit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
