@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import polars as pl
 
 from estimator.context import Estimator
 from estimator.ops import get_model
 from estimator.ops.base import TIERS, Queries
+
+_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "silicon") -> pl.DataFrame:
@@ -23,23 +28,35 @@ def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "sil
         raise ValueError(f"{op} queries lack column(s) {missing}; required: {needed}")
     frame = queries if "mode" in queries.columns else queries.with_columns(pl.lit(mode).alias("mode"))
     keys = [*model.group_keys, "mode"]
-    groups = frame.select(keys).with_row_index("_qrow").group_by(keys, maintain_order=True).agg(pl.col("_qrow"))
+    groups = _slices(frame, keys)
     values = {c: frame[c].to_numpy() for c in model.value_columns}
-    latency = np.empty(frame.height)
-    sol = np.empty(frame.height)
-    source = np.zeros(frame.height, dtype=np.int8)
-    single = groups.height == 1
-    for group in groups.iter_rows(named=True):
-        rows = None if single else np.asarray(group["_qrow"], dtype=np.int64)
-        q = Queries(values if single else {c: v[rows] for c, v in values.items()})
-        key = {c: group[c] for c in model.group_keys}
-        ans = model.evaluate(est, key, q, str(group["mode"]).lower())
-        if single:
-            latency, sol, source = ans.latency, ans.sol, ans.source
-        else:
-            latency[rows], sol[rows], source[rows] = ans.latency, ans.sol, ans.source
-    labels = pl.Series("source", TIERS, dtype=pl.String).gather(pl.Series(source, dtype=pl.UInt32))
+
+    def answer(slice_key: dict, rows):
+        q = Queries(values if rows is None else {c: v[rows] for c, v in values.items()})
+        key = {c: slice_key[c] for c in model.group_keys}
+        return rows, model.evaluate(est, key, q, str(slice_key["mode"]).lower())
+
+    if len(groups) == 1:
+        _, ans = answer(groups[0][0], None)
+        latency, sol, source = ans.latency, ans.sol, ans.source
+    else:
+        latency, sol = np.empty(frame.height), np.empty(frame.height)
+        source = np.zeros(frame.height, dtype=np.int8)
+        with ThreadPoolExecutor(max_workers=min(len(groups), _WORKERS)) as pool:  # numpy releases the GIL
+            for rows, ans in pool.map(lambda g: answer(*g), groups):
+                latency[rows], sol[rows], source[rows] = ans.latency, ans.sol, ans.source
+    labels = pl.Series("source", TIERS, dtype=pl.String).gather(pl.Series(source).cast(pl.UInt32))
     return queries.with_columns(pl.Series("latency_ms", latency), pl.Series("sol_ms", sol), labels)
+
+
+def _slices(frame: pl.DataFrame, keys: list[str]) -> list[tuple[dict, np.ndarray]]:
+    """(slice key values, row indices) per distinct key combination, in first-appearance order."""
+    varying = [c for c in keys if frame[c].n_unique() > 1]
+    if not varying:
+        return [({c: frame[c][0] for c in keys}, None)]
+    grouped = frame.select(keys).with_row_index("_qrow").group_by(varying, maintain_order=True).agg(
+        pl.col("_qrow"), *[pl.col(c).first() for c in keys if c not in varying])
+    return [({c: grouped[c][i] for c in keys}, grouped["_qrow"][i].to_numpy()) for i in range(grouped.height)]
 
 
 def estimate_one(est: Estimator, family: str, /, *, mode: str = "silicon", **query) -> dict:

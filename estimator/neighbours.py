@@ -38,47 +38,87 @@ def _brute(ln, lk, rank, cand, qn, qk):
     return pick, d[ok][:NN_SITES]
 
 
-def find_neighbours(site_n, site_k, rank, m_lo, m_hi, m, n, k, tree_cache: dict):
-    """(sites, dists), each (queries, NN_SITES); site -1 / dist inf where fewer neighbours qualify."""
-    ln, lk = np.log2(site_n.astype(np.float64)), np.log2(site_k.astype(np.float64))
-    qn, qk = np.log2(n.astype(np.float64)), np.log2(k.astype(np.float64))
-    sites = np.full((len(m), NN_SITES), -1, dtype=np.int64)
-    dists = np.full((len(m), NN_SITES), np.inf)
+def _coverage_groups(m, m_lo, m_hi):
+    """(query rows, candidate sites) per distinct candidate set: sites whose m sweep covers the query m,
+    or every site when none does. Queries are first classed by their position among the sweep ends."""
     bps = np.unique(np.concatenate([m_lo, m_hi]))
     cls = np.searchsorted(bps, m, "left") * (len(bps) + 1) + np.searchsorted(bps, m, "right")
-    for c in np.unique(cls):  # queries in one class see the same covering sites
-        rows = np.flatnonzero(cls == c)
-        mr = m[rows[0]]
+    present = np.flatnonzero(np.bincount(cls))
+    group_of = np.zeros(present.max() + 1, dtype=np.int64)
+    groups: dict[bytes, tuple[int, np.ndarray]] = {}
+    for c in present:
+        mr = m[np.argmax(cls == c)]
         cand = np.flatnonzero((m_lo <= mr) & (mr <= m_hi))
         if not len(cand):
-            cand = np.arange(len(site_n))
-        pair_key, inv = np.unique(n[rows].astype(np.int64) * _SHIFT + k[rows], return_inverse=True)
-        pairs = np.column_stack([pair_key // _SHIFT, pair_key % _SHIFT])
-        pn, pk = np.log2(pairs[:, 0].astype(np.float64)), np.log2(pairs[:, 1].astype(np.float64))
-        kk = min(_FETCH, len(cand))
-        if len(pairs) * len(cand) <= _BRUTE_CELLS:  # small batch: full distance matrix, no tree
-            full = (ln[cand][None, :] - pn[:, None]) ** 2 + (lk[cand][None, :] - pk[:, None]) ** 2
-            idx = cand[np.argsort(full, axis=1, kind="stable")[:, :kk]]
-        else:
-            key = cand.tobytes()
-            if key not in tree_cache:
-                from scipy.spatial import cKDTree
+            cand = np.arange(len(m_lo))
+        group_of[c] = groups.setdefault(cand.tobytes(), (len(groups), cand))[0]
+    if len(groups) == 1:
+        yield np.arange(len(m)), next(iter(groups.values()))[1]
+        return
+    gid = group_of[cls]
+    for g, cand in groups.values():
+        yield np.flatnonzero(gid == g), cand
 
-                tree_cache[key] = cKDTree(np.column_stack([ln[cand], lk[cand]]))
-            idx = cand[tree_cache[key].query(np.column_stack([pn, pk]), k=kk)[1].reshape(len(pairs), kk)]
-        d = np.sqrt((ln[idx] - pn[:, None]) ** 2 + (lk[idx] - pk[:, None]) ** 2)
-        order = np.lexsort((rank[idx], d), axis=-1)
-        idx, d = np.take_along_axis(idx, order, -1), np.take_along_axis(d, order, -1)
-        width = min(NN_SITES, kk)
-        ps = np.where(d[:, :width] <= MAX_SITE_DISTANCE, idx[:, :width], -1)
-        pd = np.where(ps >= 0, d[:, :width], np.inf)
-        redo = ~(ps[:, 0] >= 0)
-        if kk < len(cand):
-            redo |= d[:, -1] <= d[:, width - 1]
-        for p in np.flatnonzero(redo):
-            pick, pdist = _brute(ln, lk, rank, cand, pn[p], pk[p])
-            ps[p], pd[p] = -1, np.inf
-            ps[p, : len(pick)], pd[p, : len(pick)] = pick, pdist
-        sites[rows, :width] = ps[inv.ravel()]
-        dists[rows, :width] = pd[inv.ravel()]
+
+def _pair_neighbours(ln, lk, rank, cand, pair_key, tree_cache: dict):
+    """(sites, dists), each (pairs, NN_SITES) padded with -1 / inf, for unique (n, k) keys among `cand`."""
+    pn = np.log2((pair_key // _SHIFT).astype(np.float64))
+    pk = np.log2((pair_key % _SHIFT).astype(np.float64))
+    kk = min(_FETCH, len(cand))
+    if len(pair_key) * len(cand) <= _BRUTE_CELLS:  # small batch: full distance matrix, no tree
+        full = (ln[cand][None, :] - pn[:, None]) ** 2 + (lk[cand][None, :] - pk[:, None]) ** 2
+        idx = cand[np.argsort(full, axis=1, kind="stable")[:, :kk]]
+    else:
+        key = ("tree", cand.tobytes())
+        if key not in tree_cache:
+            from scipy.spatial import cKDTree
+
+            tree_cache[key] = cKDTree(np.column_stack([ln[cand], lk[cand]]))
+        idx = cand[tree_cache[key].query(np.column_stack([pn, pk]), k=kk)[1].reshape(len(pair_key), kk)]
+    d = np.sqrt((ln[idx] - pn[:, None]) ** 2 + (lk[idx] - pk[:, None]) ** 2)
+    order = np.lexsort((rank[idx], d), axis=-1)
+    idx, d = np.take_along_axis(idx, order, -1), np.take_along_axis(d, order, -1)
+    width = min(NN_SITES, kk)
+    ps = np.full((len(pair_key), NN_SITES), -1, dtype=np.int64)
+    pd = np.full((len(pair_key), NN_SITES), np.inf)
+    ps[:, :width] = np.where(d[:, :width] <= MAX_SITE_DISTANCE, idx[:, :width], -1)
+    pd[:, :width] = np.where(ps[:, :width] >= 0, d[:, :width], np.inf)
+    redo = ps[:, 0] < 0
+    if kk < len(cand):
+        redo |= d[:, -1] <= d[:, width - 1]
+    for p in np.flatnonzero(redo):
+        pick, pdist = _brute(ln, lk, rank, cand, pn[p], pk[p])
+        ps[p], pd[p] = -1, np.inf
+        ps[p, : len(pick)], pd[p, : len(pick)] = pick, pdist
+    return ps, pd
+
+
+def find_neighbours(site_n, site_k, rank, m_lo, m_hi, m, pairs, pair_idx, tree_cache: dict):
+    """(sites, dists), each (queries, NN_SITES); site -1 / dist inf where fewer neighbours qualify.
+
+    pairs: unique query shapes as n << 32 | k; pair_idx: each query's index into pairs. Neighbour sets
+    depend only on the shape and the candidate set, so they are kept in `tree_cache` (an index over
+    the immutable site table) and computed once per new shape.
+    """
+    ln, lk = np.log2(site_n.astype(np.float64)), np.log2(site_k.astype(np.float64))
+    sites = np.full((len(m), NN_SITES), -1, dtype=np.int64)
+    dists = np.full((len(m), NN_SITES), np.inf)
+    for rows, cand in _coverage_groups(m, m_lo, m_hi):  # queries in a group see the same candidate sites
+        used, inv = np.unique(pair_idx[rows], return_inverse=True)
+        pair_key = pairs[used]
+        empty = [np.zeros(0, np.int64), np.zeros((0, NN_SITES), np.int64), np.zeros((0, NN_SITES))]
+        known = tree_cache.setdefault(("nn", cand.tobytes()), empty)
+        pos = np.searchsorted(known[0], pair_key)
+        found = np.zeros(len(pair_key), dtype=bool)
+        if len(known[0]):
+            found = known[0][np.minimum(pos, len(known[0]) - 1)] == pair_key
+        if not found.all():
+            fresh = pair_key[~found]
+            ps, pd = _pair_neighbours(ln, lk, rank, cand, fresh, tree_cache)
+            keys = np.concatenate([known[0], fresh])
+            order = np.argsort(keys, kind="stable")
+            known[:] = [keys[order], np.concatenate([known[1], ps])[order], np.concatenate([known[2], pd])[order]]
+            pos = np.searchsorted(known[0], pair_key)
+        at = pos[inv.ravel()]
+        sites[rows], dists[rows] = known[1][at], known[2][at]
     return sites, dists

@@ -34,9 +34,10 @@ def diff_frames(old: pl.DataFrame, new: pl.DataFrame, keys: list[str], metrics: 
 
 
 def _slices(frame: pl.DataFrame) -> dict[str, int]:
-    if not frame.height:
+    cols = [c for c in SLICE if c in frame.columns]
+    if not frame.height or not cols:
         return {}
-    return {"/".join(k): n for *k, n in frame.group_by(SLICE).len().sort(SLICE).iter_rows()}
+    return {"/".join(k): n for *k, n in frame.group_by(cols).len().sort(cols).iter_rows()}
 
 
 def table_diff(wh, table: str, old_version: int, new_version: int, threshold: float = 0.05) -> dict:

@@ -1,8 +1,10 @@
-"""Reference-scenario estimates (TTFT / TPOT as sums of priced operators) and the prediction gate.
+"""Reference-scenario estimates (TTFT / TPOT) and the prediction regression gate.
 
-A scenario lists operators with a count; its phase time on one system/backend/version is the sum of
-latency x count, answered by the estimator (HYBRID: collected data first, transfers labelled). The
-gate compares each estimate with the same estimate over the previous warehouse version.
+Two kinds of scenario: `kind: static` asks the estimator's model assembler for TTFT and TPOT of the
+model at (batch, isl, osl) -- a miss (an architecture it cannot assemble yet) is reported, never
+filled in; an operator scenario lists operators with a count, and its phase time is the sum of
+latency x count. Both run in HYBRID mode (collected data first, transfers labelled). The gate
+compares each estimate with the same estimate over the previous warehouse version.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ def load_scenarios(path: Path) -> dict[str, list[dict]]:
     for model, scenarios in raw.items():
         for i, sc in enumerate(scenarios or []):
             where = f"{path}: {model}[{i}]"
+            if (sc or {}).get("kind") == "static":
+                missing = sorted({"name", "batch", "isl", "osl"} - set(sc))
+                if missing:
+                    raise ScenarioError(f"{where}: missing key(s) {missing}")
+                continue
             missing = sorted({"name", "phase", "tokens", "ops"} - set(sc or {}))
             if missing:
                 raise ScenarioError(f"{where}: missing key(s) {missing}")
@@ -74,19 +81,38 @@ def price_scenario(est, scenario: dict, cell: tuple[str, str, str]) -> dict:
     return {"ms": total, "source": weakest, "error": None}
 
 
-def scenario_rows(est, scenarios: dict[str, list[dict]], inventory: list[dict], systems_of: dict[str, tuple]) -> list[dict]:
-    """One row per model x scenario x system/backend/version present in the warehouse."""
+def price_static(est, hf_model: str, scenario: dict, cell: tuple[str, str, str]) -> dict[str, dict]:
+    """{"TTFT": {ms, source, error}, "TPOT": {...}} from the estimator's model assembler."""
+    from estimator.assembly import Deploy, static
+
+    try:
+        out = static(est, hf_model, Deploy(*cell, **(scenario.get("deploy") or {})), batch=int(scenario["batch"]),
+                     isl=int(scenario["isl"]), osl=int(scenario["osl"]), mode="hybrid")
+    except Exception as exc:  # noqa: BLE001 -- an unsupported architecture or a missing table is a reported miss
+        miss = {"ms": None, "source": None, "error": f"static: {exc}"}
+        return {"TTFT": miss, "TPOT": miss}
+    return {"TTFT": {"ms": out["ttft_ms"], "source": "hybrid", "error": None},
+            "TPOT": {"ms": out["tpot_ms"], "source": "hybrid", "error": None}}
+
+
+def scenario_rows(est, scenarios: dict[str, list[dict]], inventory: list[dict], systems_of: dict[str, tuple],
+                  hf_ids: dict[str, str] | None = None) -> list[dict]:
+    """One row per model x scenario x metric x system/backend/version present in the warehouse."""
     rows = []
     for model, items in scenarios.items():
         if model not in systems_of:
             continue
         for sc in items:
-            tables = {op_table(op["op"]) for op in sc["ops"]}
+            static_kind = sc.get("kind") == "static"
+            tables = {"gemm_perf"} if static_kind else {op_table(op["op"]) for op in sc["ops"]}
             cells = sorted(set.intersection(*(set(slices(inventory, t, systems_of[model])) for t in tables)))
             for cell in cells:
-                priced = price_scenario(est, sc, cell)
-                rows.append({"model": model, "scenario": sc["name"], "metric": PHASES[sc["phase"]],
-                             "system": cell[0], "backend": cell[1], "version": cell[2], **priced})
+                base = {"model": model, "scenario": sc["name"], "system": cell[0], "backend": cell[1], "version": cell[2]}
+                if static_kind:
+                    priced = price_static(est, (hf_ids or {}).get(model, model), sc, cell)
+                    rows += [{**base, "metric": metric, **value} for metric, value in priced.items()]
+                else:
+                    rows.append({**base, "metric": PHASES[sc["phase"]], **price_scenario(est, sc, cell)})
     return rows
 
 
@@ -94,6 +120,7 @@ def token_sweep(est, scenarios: dict[str, list[dict]], inventory: list[dict], sy
     """model -> priced points of its first scenario at SWEEP_TOKENS on every cell (for the plot)."""
     out = {}
     for model, items in scenarios.items():
+        items = [sc for sc in items if sc.get("kind") != "static"]
         if not items or model not in systems_of:
             continue
         points = []
@@ -107,7 +134,7 @@ def token_sweep(est, scenarios: dict[str, list[dict]], inventory: list[dict], sy
 
 def gate(current: list[dict], previous: list[dict] | None, warn_pct: float, fail_pct: float) -> dict:
     """Compare predictions with the previous warehouse version: ok / warn / fail / new / lost per row."""
-    key = ("model", "scenario", "system", "backend", "version")
+    key = ("model", "scenario", "metric", "system", "backend", "version")
     before = {tuple(r[k] for k in key): r["ms"] for r in previous or []}
     rows = []
     for r in current:
@@ -146,12 +173,13 @@ def estimate_report(root: Path, scenarios_path: Path, models: list[str], invento
     specs = {m: find_spec(m) for m in models}
     wanted = {name: scenarios[name] for name in models if name in scenarios}
     systems_of = {name: spec.systems for name, spec in specs.items()}
+    hf_ids = {name: spec.model for name, spec in specs.items()}
     est = Estimator(WarehouseSource(root))
-    current = scenario_rows(est, wanted, inventory, systems_of)
+    current = scenario_rows(est, wanted, inventory, systems_of, hf_ids)
     stamp = previous_as_of(Warehouse(root))
     previous = None
     if stamp is not None:
-        previous = scenario_rows(Estimator(WarehouseSource(root, as_of=stamp)), wanted, inventory, systems_of)
+        previous = scenario_rows(Estimator(WarehouseSource(root, as_of=stamp)), wanted, inventory, systems_of, hf_ids)
         previous = [r for r in previous if r["ms"] is not None]
     return {"as_of_previous": stamp, "models": {name: specs[name].model for name in wanted},
             "gate": gate(current, previous, gate_cfg["warn_pct"], gate_cfg["fail_pct"]),

@@ -54,6 +54,16 @@ def fmt(value: object) -> str:
     return str(value)
 
 
+def md_safe(value: object) -> str:
+    """A Markdown table cell: pipes/newlines escaped (md_cell) and markup neutralised, as in the HTML."""
+    return md_text(md_cell(value))
+
+
+def md_text(value: object) -> str:
+    """Markdown prose: a data string's angle brackets and ampersands cannot become live HTML."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def tab_id(name: str) -> str:
     return "tab-" + "".join(c if c.isalnum() else "-" for c in name)
 
@@ -61,7 +71,7 @@ def tab_id(name: str) -> str:
 def _environment(html: bool) -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=html, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(md=md_cell, fmt=fmt, tab_id=tab_id)
+    env.filters.update(md=md_safe, text=md_text, fmt=fmt, tab_id=tab_id)
     return env
 
 

@@ -32,12 +32,11 @@ def public_columns(frame: pl.DataFrame, table: str) -> pl.DataFrame:
     spec = catalog.table(table)
     twins = {m.removesuffix("_us") + "_ms" for m in spec.microsecond_metrics}
     frame = frame.drop([c for c in (*LINEAGE, *twins, "version") if c in frame.columns]).rename({"row_version": "version"})
-    descriptive = [c for c in catalog.descriptive if c in frame.columns]
-    if spec.legacy_without_descriptive:
-        descriptive = [c for c in descriptive if frame[c].null_count() < frame.height]
-    ordered = [*descriptive, *[c for c in (*spec.keys, *spec.metrics) if c in frame.columns]]
-    extras = [c for c in frame.columns if c not in ordered and c not in catalog.descriptive]
-    return frame.select(*ordered, *extras)
+    # The curated table's schema is the union over slices: a column this slice never had is all null.
+    required = set(spec.required_columns) | (set() if spec.legacy_without_descriptive else set(catalog.descriptive))
+    present = [c for c in frame.columns if c in required or frame[c].null_count() < frame.height]
+    ordered = [c for c in (*catalog.descriptive, *spec.keys, *spec.metrics) if c in present]
+    return frame.select(*ordered, *[c for c in present if c not in ordered])
 
 
 def _meta(batches: pl.DataFrame, system: str, backend: str, version: str, tables: dict[str, dict]) -> dict:
@@ -87,7 +86,7 @@ def export_aic(wh: Warehouse, out: Path, *, systems: list[str] | None = None) ->
             (folder / "collection_meta.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
             entries = _reuse(reuse, key)
             if entries:
-                (folder / "reuse.yaml").write_text(yaml.safe_dump({"reuse": entries}, sort_keys=False))
+                (folder / "reuse.yaml").write_text(yaml.safe_dump({"schema_version": 1, "reuse": entries}, sort_keys=False))
         if out.exists():
             out.rmdir()
         staging.rename(out)

@@ -1,6 +1,6 @@
 """Subprocess side of the reliability tests (run as `python -m tests.flows.reliability_worker MODE ...`).
 
-`ingest WH SRC...`: print READY once imports are done, then ingest with the ledger hook (the test
+`ingest WH SRC...`: print READY once imports are done, wait for a line on stdin, then ingest with the ledger hook (the test
 kills it at a random moment). `full WH SMALL BIG`: ingest SMALL, then BIG into a warehouse on a tiny
 file system, and print the table versions before/after and the CLI's exit code and message as JSON.
 """
@@ -33,9 +33,10 @@ def main(argv: list[str]) -> None:
         from warehouse.store import Warehouse
 
         print("READY", flush=True)
+        sys.stdin.readline()  # the test says when to start (it pre-spawns workers while it checks the last one)
         started = time.perf_counter()
-        ingest(sources, Warehouse(Path(root)), on_commit=on_ingest)
-        print(json.dumps({"seconds": time.perf_counter() - started}), flush=True)
+        report = ingest(sources, Warehouse(Path(root)), on_commit=on_ingest)
+        print(json.dumps({"seconds": time.perf_counter() - started, "new_batches": report.new_batches}), flush=True)
         return
     if mode == "full":
         from typer.testing import CliRunner

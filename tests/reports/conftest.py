@@ -1,0 +1,36 @@
+"""A published site over a small real warehouse, built with the pipeline's own stage functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def published_site(tmp_path_factory, shared_tree: Path) -> dict:
+    """Ingest kda + an h200 GEMM slice, derive, import a matrix, estimate, generate, publish (no Prefect)."""
+    from flows.tasks import estimate_task, generate_task, ledger_task, matrix_task, publish_task
+    from flows.config import DEFAULT_SCENARIOS
+    from ledger.hooks import on_ingest
+    from warehouse.ingest import ingest
+    from warehouse.store import Warehouse
+
+    base = tmp_path_factory.mktemp("site")
+    root, out = base / "wh", base / "out"
+    sources = [str(shared_tree / "b200_sxm" / "kda"), str(shared_tree / "h200_sxm" / "gemm" / "vllm" / "0.24.0")]
+    report = ingest(sources, Warehouse(root), on_commit=on_ingest).to_json()
+    ledgers = [ledger_task.fn(str(root), "kimi-k3")]
+    matrix = matrix_task.fn(str(root), [{"path": str(REPO / ".." / "shared" / "aic" / "support_matrix" / "head-095f58a"),
+                                         "label": "head"}])
+    gate = {"warn_pct": 5.0, "fail_pct": 10.0}
+    estimates = estimate_task.fn(str(root), str(DEFAULT_SCENARIOS), ["kimi-k3"], gate)
+    deployments = [generate_task.fn(str(REPO / "examples" / "deployments" / "vllm_agg.yaml"), str(out))]
+    run = {"finished_at": "2026-01-01T00:00:00+00:00", "seconds": 1.0, "warehouse": str(root), "sources": sources,
+           "ingest": report, "tables": [], "inventory_tables": 0, "inventory_slices": 0, "inventory_rows": 0,
+           "ledgers": ledgers, "deployments": deployments, "stages": [{"stage": "ingest", "status": "ran", "seconds": 1.0}]}
+    site = publish_task.fn(str(root), str(out), ["kimi-k3"], run, estimates)
+    return {"out": out, "index": Path(site["index"]), "ingest": report, "ledgers": ledgers, "matrix": matrix[0],
+            "estimates": estimates}

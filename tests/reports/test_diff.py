@@ -1,0 +1,49 @@
+"""Warehouse diff logic on small frames (pure), and between two real table versions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from reports.diff import diff_frames, diff_page, table_diff
+from tests.flows.conftest import GEMM, scaled_copy
+from warehouse.ingest import ingest
+from warehouse.store import Warehouse
+
+KEYS = ["system", "m"]
+
+
+def _frame(ms: list[int], lat: list[float], system: str = "h200_sxm") -> pl.DataFrame:
+    return pl.DataFrame({"system": [system] * len(ms), "m": ms, "latency": lat, "power": [1.0] * len(ms)})
+
+
+def test_added_removed_changed_and_moves_above_threshold() -> None:
+    old = _frame([1, 2, 3, 4], [1.0, 1.0, 1.0, 1.0])
+    new = _frame([2, 3, 4, 5], [1.0, 1.04, 1.2, 9.0])
+    result = diff_frames(old, new, KEYS, ["latency", "power"], "latency", 0.05)
+    assert (result["added"], result["removed"], result["changed"]) == (1, 1, 2)
+    assert result["moves"]["m"].to_list() == [4]
+    assert abs(result["moves"]["move"][0] - 0.2) < 1e-12
+    assert result["added_slices"] == {"h200_sxm": 1} and result["removed_slices"] == {"h200_sxm": 1}
+
+
+def test_identical_frames_have_no_difference() -> None:
+    frame = _frame([1, 2], [0.5, 0.7])
+    result = diff_frames(frame, frame, KEYS, ["latency"], "latency")
+    assert (result["added"], result["removed"], result["changed"], result["moves"].height) == (0, 0, 0, 0)
+
+
+def test_real_table_versions(tmp_path: Path, shared_tree: Path) -> None:
+    wh = Warehouse(tmp_path / "wh")
+    ingest([str(shared_tree / GEMM / "0.24.0")], wh)
+    ingest([str(scaled_copy(shared_tree, tmp_path / "slow", "0.24.0", 1.1))], wh)
+    ingest([str(shared_tree / GEMM / "0.22.0")], wh)
+    changed = table_diff(wh, "gemm_perf", 0, 1)
+    assert (changed["added"], changed["removed"], changed["changed"]) == (0, 0, 107225)
+    assert changed["moves"].height == 107225
+    appended = table_diff(wh, "gemm_perf", 1, 2)
+    assert appended["added"] == 65268 and appended["changed"] == 0
+    assert appended["added_slices"] == {"h200_sxm/vllm/0.22.0": 65268}
+    md = diff_page([appended]).sections[0].table.rows
+    assert md == [["gemm_perf", 1, 2, 65268, 0, 0, 0]]

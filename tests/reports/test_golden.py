@@ -1,0 +1,73 @@
+"""Rendered pages from fixed inputs match the golden files (PERFLEDGER_UPDATE_GOLDEN=1 rewrites them)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from reports.estimate_page import estimate_page
+from reports.matrix_page import matrix_page
+from reports.page import render_page
+from reports.site import index_page
+from reports.validation import validation_page
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "reports"
+NAV = [("index", "Home"), ("matrix", "Support matrix"), ("validation", "Validation report"), ("estimates", "Estimator report")]
+
+
+def quarantine() -> pl.DataFrame:
+    return pl.DataFrame({
+        "table": ["gemm_perf", "gemm_perf", "moe_perf"], "system": ["h200_sxm"] * 3, "backend": ["vllm"] * 3,
+        "version": ["0.20.0"] * 3, "source_file": ["gemm_perf.txt", "gemm_perf.txt", "moe <b>perf</b>.txt"],
+        "source_row": [3, 9, 2], "check": ["latency_positive", "latency_positive", "dtype_float64"],
+        "column": ["latency", "latency", "latency"], "value": ["-1", "0", "abc|def"]})
+
+
+def matrix() -> pl.DataFrame:
+    rows = [("moonshotai/Kimi-K3", "K3", "h200_sxm", "vllm", "0.24.0", "agg", "PASS", "", "cmd a", "silicon"),
+            ("moonshotai/Kimi-K3", "K3", "h200_sxm", "vllm", "0.24.0", "disagg", "FAIL", "no <moe> rows", "cmd b", ""),
+            ("moonshotai/Kimi-K3", "K3", "l40s", "sglang", "0.5.16", "agg", "HW_INCOMPATIBLE", "no fp8", "cmd c", ""),
+            ("other/Model", "X", "l40s", "sglang", "0.5.16", "agg", "PASS", "", "cmd d", "silicon")]
+    cols = ["HuggingFaceID", "Architecture", "System", "Backend", "Version", "Mode", "Status", "ErrMsg", "Command", "Source"]
+    return pl.DataFrame(rows, schema=cols, orient="row")
+
+
+def estimates() -> dict:
+    rows = [{"model": "kimi-k3", "scenario": "prefill 4k", "metric": "TTFT", "system": "h200_sxm", "backend": "vllm",
+             "version": "0.24.0", "ms": 20.72, "source": "silicon", "error": None, "previous_ms": 20.0,
+             "delta_pct": 3.6, "verdict": "ok"},
+            {"model": "kimi-k3", "scenario": "decode bs64", "metric": "TPOT", "system": "l40s", "backend": "vllm",
+             "version": "0.24.0", "ms": None, "source": None, "error": "gemm: no gemm_perf rows", "previous_ms": None,
+             "delta_pct": None, "verdict": "miss"}]
+    counts = {"ok": 1, "warn": 0, "fail": 0, "lost": 0, "new": 0, "miss": 1}
+    return {"as_of_previous": "2026-01-01T00:00:00+00:00", "models": {"kimi-k3": "moonshotai/Kimi-K3"},
+            "gate": {"status": "pass", "warn_pct": 5.0, "fail_pct": 10.0, "counts": counts, "rows": rows}, "sweeps": {}}
+
+
+def pages():
+    labels = [{"label": "head", "rows": 4, "imported_at": "2026-01-01T00:00:00", "snapshot_source": "/data/head"}]
+    built = [matrix_page("head", matrix(), ["moonshotai/Kimi-K3"], labels),
+             validation_page(quarantine(), [{"source": "/landing/x", "error": "empty file"}]),
+             estimate_page(estimates(), [])]
+    run = {"finished_at": "2026-01-01T00:00:00+00:00", "seconds": 2.5, "warehouse": "/wh",
+           "ingest": {"batches": 3, "new_batches": 2, "rows_accepted": 100, "rows_quarantined": 3, "rows_duplicate": 1,
+                      "failed_batches": [{"source": "/landing/x", "error": "empty file"}]},
+           "stages": [{"stage": "ingest", "status": "ran", "seconds": 1.5}, {"stage": "ledger", "status": "skipped", "seconds": 0.0}],
+           "deployments": [{"name": "vllm_agg", "folder": "deployments/vllm_agg", "mode": "agg", "files": ["run_0.sh"]}]}
+    ledgers = [{"slug": "ledger-kimi-k3", "title": "Ledger: moonshotai/Kimi-K3", "summary": "40 cells"}]
+    return [index_page(run, built, ledgers, [("plots/coverage-kimi-k3.svg", "coverage")]), *built]
+
+
+@pytest.mark.parametrize("fmt", ["html", "md"])
+def test_pages_match_golden(fmt: str) -> None:
+    update = os.environ.get("PERFLEDGER_UPDATE_GOLDEN") == "1"
+    for page in pages():
+        path = GOLDEN / f"{page.slug}.{fmt}"
+        text = render_page(page, NAV, fmt)
+        if update:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        assert path.read_text() == text, f"{path} differs (PERFLEDGER_UPDATE_GOLDEN=1 to accept)"
