@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import polars as pl
 
 from estimator.context import Estimator
 from estimator.ops import get_model
 from estimator.ops.base import TIERS, Queries
-
-_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "silicon") -> pl.DataFrame:
@@ -42,20 +37,18 @@ def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "sil
     else:
         latency, sol = np.empty(frame.height), np.empty(frame.height)
         source = np.zeros(frame.height, dtype=np.int8)
-        with ThreadPoolExecutor(max_workers=min(len(groups), _WORKERS)) as pool:  # numpy releases the GIL
-            for rows, ans in pool.map(lambda g: answer(*g), groups):
-                latency[rows], sol[rows], source[rows] = ans.latency, ans.sol, ans.source
+        for slice_key, rows in groups:
+            _, ans = answer(slice_key, rows)
+            latency[rows], sol[rows], source[rows] = ans.latency, ans.sol, ans.source
     labels = pl.Series("source", TIERS, dtype=pl.String).gather(pl.Series(source).cast(pl.UInt32))
     return queries.with_columns(pl.Series("latency_ms", latency), pl.Series("sol_ms", sol), labels)
 
 
-def _slices(frame: pl.DataFrame, keys: list[str]) -> list[tuple[dict, np.ndarray]]:
+def _slices(frame: pl.DataFrame, keys: list[str]) -> list[tuple[dict, np.ndarray | None]]:
     """(slice key values, row indices) per distinct key combination, in first-appearance order."""
-    varying = [c for c in keys if frame[c].n_unique() > 1]
-    if not varying:
-        return [({c: frame[c][0] for c in keys}, None)]
-    grouped = frame.select(keys).with_row_index("_qrow").group_by(varying, maintain_order=True).agg(
-        pl.col("_qrow"), *[pl.col(c).first() for c in keys if c not in varying])
+    grouped = frame.select(keys).with_row_index("_qrow").group_by(keys, maintain_order=True).agg(pl.col("_qrow"))
+    if grouped.height == 1:
+        return [({c: grouped[c][0] for c in keys}, None)]
     return [({c: grouped[c][i] for c in keys}, grouped["_qrow"][i].to_numpy()) for i in range(grouped.height)]
 
 

@@ -127,15 +127,13 @@ def silicon(t: GemmSites, m, n, k) -> tuple[np.ndarray, np.ndarray]:
     if len(off):
         mo = m[off]
         sites, dists = find_neighbours(t.site_n, t.site_k, t.rank, t.first_m, t.last_m, mo, pairs, inv[off], t.trees)
-        valid = sites >= 0
         lat_i = eval_sites(t, sites, mo)
         coef = t.sol_coef[np.maximum(sites, 0)]
         mc = mo[:, None]
-        sol_i = np.maximum(coef[..., 0] * mc, coef[..., 1] * mc + coef[..., 2])
-        u = np.where(valid, sol_i / lat_i, 0.0)
-        w = np.where(valid, 1.0 / (np.where(valid, dists, 0.0) ** 2 + _EPS), 0.0)
-        has = valid[:, 0]
+        util = np.maximum(coef[..., 0] * mc, coef[..., 1] * mc + coef[..., 2]) / lat_i
+        weight = 1.0 / (dists**2 + _EPS)  # unused slots have dist inf: weight 0
+        blended = (weight * util).sum(axis=1) / weight.sum(axis=1)
+        has = sites[:, 0] >= 0
         rows = off[has]
-        blended = (w * u).sum(axis=1)[has] / w.sum(axis=1)[has]
-        out[rows] = t.sol(m[rows], n[rows], k[rows]) / blended
+        out[rows] = t.sol(m[rows], n[rows], k[rows]) / blended[has]
     return out, np.isnan(out)

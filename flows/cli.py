@@ -33,6 +33,17 @@ def _progress(enabled: bool):
     return bar, lambda done, total: bar.update(task, completed=done, total=total)
 
 
+def _spinner(enabled: bool, what: str):
+    """A live status line on an interactive terminal while the flow runs; a no-op otherwise."""
+    from contextlib import nullcontext
+
+    if not enabled or not sys.stderr.isatty():
+        return nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(f"perfledger {what}: ingest → validate → ledger → matrix → estimate → generate → publish")
+
+
 def _human_report(report: dict, verb: str) -> None:
     typer.echo(
         f"{verb}: {report['new_batches']} new of {report['batches']} batches; rows accepted {report['rows_accepted']}, "
@@ -180,7 +191,8 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
             from flows.backfill import parse_day
 
             parse_day(window["since"], "--since")
-        result = run_pipeline(settings, runner=runner, address=address, backfill=window)
+        with _spinner(not as_json, "backfill" if window else "run"):
+            result = run_pipeline(settings, runner=runner, address=address, backfill=window)
     except (ConfigError, BackfillError, ValueError) as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
     except PipelineBusy as exc:

@@ -1,4 +1,4 @@
-"""The ingest flow: discover → validate → commit, as one Prefect task over `warehouse.ingest`."""
+"""The ingest task and flow: discover → validate → commit over `warehouse.ingest` (or its partitioned twin)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,26 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from warehouse.ingest import OnCommit, ingest
 from warehouse.store import Warehouse
 
 
 @task(name="ingest-sources", retries=2, retry_delay_seconds=2)
-def ingest_sources(sources: list[str], root: str, system: str | None, backend: str | None,
-                   version: str | None, on_commit: OnCommit | None = None) -> dict:
-    """IO task: retried on transient errors; re-running converges (slices are replaced, not appended)."""
-    return ingest(sources, Warehouse(Path(root)), system=system, backend=backend, version=version,
-                  on_commit=on_commit).to_json()
+def ingest_task(sources: list[str], root: str, partitioned: bool = False) -> dict:
+    """IO task: re-running converges (slices are replaced, not appended); known content is a no-op.
+
+    `partitioned` prepares batches as tasks on the flow's task runner (Dask workers under --runner dask).
+    """
+    from ledger.hooks import on_ingest
+
+    if partitioned:
+        from flows.partitioned import partitioned_ingest
+
+        return partitioned_ingest(sources, root, on_ingest)
+    from warehouse.ingest import ingest
+
+    return ingest(sources, Warehouse(Path(root)), on_commit=on_ingest).to_json()
 
 
 @flow(name="ingest", log_prints=True)
-def ingest_flow(sources: list[str], warehouse_root: str, system: str | None = None, backend: str | None = None,
-                version: str | None = None, on_commit: OnCommit | None = None) -> dict:
-    return ingest_sources(sources, warehouse_root, system, backend, version, on_commit)
+def ingest_flow(sources: list[str], warehouse_root: str) -> dict:
+    return ingest_task(sources, warehouse_root)

@@ -14,9 +14,10 @@ from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 
 from flows.config import PipelineConfig
+from flows.ingest import ingest_task
 from flows.keys import StageCache, content_key, file_digest, warehouse_state
 from flows.tasks import (estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task,
                          validate_task)
@@ -30,20 +31,6 @@ PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix
 
 class PipelineBusy(RuntimeError):
     """Another `perfledger run` holds this output folder."""
-
-
-@task(name="ingest-sources", retries=2, retry_delay_seconds=2)
-def ingest_task(sources: list[str], root: str, partitioned: bool) -> dict:
-    """IO task: re-running converges (slices are replaced, not appended); known content is a no-op."""
-    from ledger.hooks import on_ingest
-
-    if partitioned:
-        from flows.partitioned import partitioned_ingest
-
-        return partitioned_ingest(sources, root, on_ingest)
-    from warehouse.ingest import ingest
-
-    return ingest(sources, Warehouse(Path(root)), on_commit=on_ingest).to_json()
 
 
 def _table_totals(entries: list[dict]) -> list[dict]:

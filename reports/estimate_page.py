@@ -19,8 +19,9 @@ def estimate_page(report: dict, plots: list[tuple[str, str]]) -> Page:
         mine = [r for r in rows if r["model"] == name]
         sections.append(Section(
             f"{model}: headline estimates",
-            text=["Phase time = sum of the scenario's operators (latency × count), HYBRID mode; "
-                  "source is the least confident tier used; misses name the operator that could not be priced."],
+            text=["Static scenarios: TTFT/TPOT from the estimator's model assembler. Operator scenarios: the phase "
+                  "time is the sum of the listed operators (latency × count). HYBRID mode; source is the least "
+                  "confident tier used; a miss names what could not be priced."],
             table=Table(["scenario", "metric", "system", "backend", "version", "ms", "source", "miss"],
                         [[r["scenario"], r["metric"], r["system"], r["backend"], r["version"], r["ms"], r["source"],
                           r["error"]] for r in mine], filterable=True),

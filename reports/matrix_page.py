@@ -7,6 +7,14 @@ import polars as pl
 from reports.page import Page, Section, Table
 
 SHOWN = ["HuggingFaceID", "Backend", "Version", "Mode", "Status", "Source", "ErrMsg", "Command"]
+ERR_CHARS = 240
+
+
+def short_error(text: str | None) -> str:
+    """A traceback's last line (the error itself), cut to ERR_CHARS; the full text stays in the snapshot."""
+    lines = [l.strip() for l in str(text or "").replace("\\n", "\n").splitlines() if l.strip()]
+    last = lines[-1] if lines else ""
+    return last if len(last) <= ERR_CHARS else last[: ERR_CHARS - 1] + "…"
 
 
 def matrix_page(label: str | None, frame: pl.DataFrame | None, models: list[str], labels: list[dict]) -> Page:
@@ -20,7 +28,8 @@ def matrix_page(label: str | None, frame: pl.DataFrame | None, models: list[str]
     counts = rows.group_by("Status").len().sort("Status")
     tabs = []
     for (system,), part in rows.group_by("System", maintain_order=True):
-        tabs.append((system, Table(SHOWN, [[r.get(c) for c in SHOWN] for r in part.iter_rows(named=True)],
+        cells = [[short_error(r[c]) if c == "ErrMsg" else r.get(c) for c in SHOWN] for r in part.iter_rows(named=True)]
+        tabs.append((system, Table(SHOWN, cells,
                                    row_classes=[f"status-{s}" for s in part["Status"]], filterable=True)))
     stored = Table(["label", "rows", "imported at", "source"],
                    [[l["label"], l["rows"], l["imported_at"], l["snapshot_source"]] for l in labels])

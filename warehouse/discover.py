@@ -182,8 +182,10 @@ def _staging_batch(folder: Path, source: str, catalog: Catalog, system: str | No
         files = sorted(folder.glob(f"*{STAGING_SUFFIX}"))
         for file in files:
             catalog.table(_table_name(file))
-    except (CatalogError, yaml.YAMLError) as exc:
+    except CatalogError as exc:
         return DiscoveryFailure(source, str(exc))
+    except yaml.YAMLError as exc:
+        return DiscoveryFailure(source, f"{batch_yaml}: not valid YAML ({' '.join(str(exc).split())})")
     sidecars = sorted(p for p in [batch_yaml, folder / "collection_meta.yaml", *folder.glob("errors_*.json"),
                                   *folder.glob("collector_checkpoint/*/*.json")] if p.exists())
     return BatchSource("staging", source, folder, identity["system"], identity["backend"], identity["version"],

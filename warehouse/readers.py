@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 ROW_INDEX = "__row__"
 
@@ -39,12 +37,11 @@ class RawFile:
 
 def read_parquet(path: Path) -> RawFile:
     try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise SourceFileError(path, f"corrupt or unreadable Parquet file ({exc})") from None
-    if table.num_rows == 0:
+        frame = pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise SourceFileError(path, f"corrupt or unreadable Parquet file ({str(exc).splitlines()[0]})") from None
+    if frame.height == 0:
         raise SourceFileError(path, "empty file: no rows")
-    frame = pl.from_arrow(table)
     return RawFile(frame.with_row_index(ROW_INDEX).with_columns(pl.col(ROW_INDEX).cast(pl.Int64)), [], "parquet")
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from schemas.catalog import check_safe_name
@@ -139,6 +139,7 @@ class Warehouse:
             write_deltalake(
                 str(uri), df, mode=mode,
                 partition_by=list(partition_by) if partition_by else None, predicate=predicate,
+                writer_properties=WriterProperties(compression="ZSTD", compression_level=1),
                 schema_mode="merge" if mode == "append" else None,
             )
         except OSError as exc:

@@ -188,3 +188,14 @@ def test_unwritable_warehouse_gives_a_clear_error_and_no_new_version(tmp_path: P
     assert after == before
     assert runner.invoke(app, ["ingest", str(shared_tree / "b200_sxm" / "kda"), "--warehouse", str(wh)]).exit_code == 0
     assert_consistent(wh)
+
+
+def test_a_second_pipeline_run_on_the_same_output_folder_is_told_busy(tmp_path: Path) -> None:
+    from flows.config import load_pipeline_config
+    from flows.pipeline import PipelineBusy, run_pipeline
+
+    cfg = load_pipeline_config(warehouse=str(tmp_path / "wh"), out=tmp_path / "out")
+    with run_lock(tmp_path / "out" / ".pipeline", purpose="perfledger run"):
+        with pytest.raises(PipelineBusy, match=r"output folder .*out is busy: another perfledger run holds it .*perfledger run"):
+            run_pipeline(cfg, wait_s=0.2)
+    assert not (tmp_path / "wh").exists()

@@ -71,3 +71,10 @@ def test_pages_match_golden(fmt: str) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         assert path.read_text() == text, f"{path} differs (PERFLEDGER_UPDATE_GOLDEN=1 to accept)"
+
+
+def test_matrix_errors_show_the_tracebacks_last_line() -> None:
+    from reports.matrix_page import ERR_CHARS, short_error
+
+    assert short_error("Traceback (most recent call last):\\n  File \"x.py\"\\nValueError: no moe rows") == "ValueError: no moe rows"
+    assert short_error(None) == "" and len(short_error("e" * 1000)) == ERR_CHARS

@@ -132,3 +132,28 @@ def test_a_second_writer_gets_a_clear_busy_error(tmp_path: Path, warehouse: Ware
             with lock_module.run_lock(warehouse.root, timeout_s=0.2):
                 pass
     assert ingest([str(folder)], warehouse).new_batches == 1
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("collection_meta.yaml", "tables: [unclosed\n", "collection_meta.yaml: not valid YAML"),
+    ("collection_meta.yaml", "- just\n- a list\n", "collection_meta.yaml: expected a mapping"),
+    ("reuse.yaml", "schema_version: 1\n", "reuse.yaml: missing 'reuse:' list"),
+    ("reuse.yaml", "reuse:\n- table: gemm_perf\n  from_version: 0.5.12\n", "reuse entry 1 lacks ['reason', 'approved_by']"),
+])
+def test_malformed_tree_sidecars_fail_the_batch(tmp_path: Path, warehouse: Warehouse, name: str, text: str, message: str) -> None:
+    path = write_tree_table(tmp_path / "tree", "h200_sxm/gemm/sglang/0.5.14/gemm_perf.parquet", gemm_frame([1]))
+    (path.parent / name).write_text(text)
+    _assert_batch_fails_cleanly(warehouse, tmp_path / "tree", message)
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("batch.yaml", "system: [h200_sxm\n", "batch.yaml"),
+    ("batch.yaml", "- h200_sxm\n", "expected a mapping with system, backend, version"),
+    ("errors_vllm.gemm.json", "{not json", "errors_vllm.gemm.json: not valid JSON"),
+    ("errors_vllm.gemm.json", '{"a": 1}', "expected a list of failure records"),
+])
+def test_malformed_collector_sidecars_fail_the_batch(tmp_path: Path, warehouse: Warehouse, name: str, text: str,
+                                                     message: str) -> None:
+    folder = write_staging(tmp_path / "h200_sxm", "gemm_perf", GEMM_HEADER, [gemm_line(1)])
+    (folder / name).write_text(text)
+    _assert_batch_fails_cleanly(warehouse, folder, message, backend="vllm", version="0.20.0")
