@@ -19,7 +19,7 @@ import yaml
 
 from estimator.batch import estimate
 from estimator.errors import EstimatorError, NoDataError
-from estimator.grid import Grid, _descend, rows_grid, table_slice
+from estimator.grid import Grid, interpolate, rows_grid, table_slice
 
 DSA_YAML = Path(__file__).with_name("dsa.yaml")
 AXES = ("isl", "batch_size", "step")
@@ -45,7 +45,7 @@ def _grid(est, system, backend, version, table: str, filters: dict) -> Grid:
 
 
 def _at(grid: Grid, table: str, isl: int, batch: int, prefix: int) -> float:
-    value = _descend(grid, grid.tree, 0, {"isl": isl, "batch_size": batch, "step": prefix})
+    value = interpolate(grid, {"isl": isl, "batch_size": batch, "step": prefix})
     if value is None:
         raise NoDataError(f"{table}: isl={isl} batch={batch} prefix={prefix} is outside the collected grid")
     return value

@@ -121,9 +121,14 @@ def _transfer(g: Grid, q: dict) -> float | None:
     return g.sol(q) / (float((w * u[near]).sum()) / float(w.sum()))
 
 
+def interpolate(g: Grid, q: dict) -> float | None:
+    """In-data answer only (no transfer): None when the query leaves the collected grid."""
+    return _descend(g, g.tree, 0, q)
+
+
 def evaluate(g: Grid, q: dict) -> tuple[float | None, bool]:
     """(latency, transferred): in-data interpolation first, nearest-leaf util transfer otherwise."""
-    value = _descend(g, g.tree, 0, q)
+    value = interpolate(g, q)
     if value is not None:
         return value, False
     return _transfer(g, q), True

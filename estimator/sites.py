@@ -132,7 +132,8 @@ def silicon(t: GemmSites, m, n, k) -> tuple[np.ndarray, np.ndarray]:
         mc = mo[:, None]
         util = np.maximum(coef[..., 0] * mc, coef[..., 1] * mc + coef[..., 2]) / lat_i
         weight = 1.0 / (dists**2 + _EPS)  # unused slots have dist inf: weight 0
-        blended = (weight * util).sum(axis=1) / weight.sum(axis=1)
+        with np.errstate(invalid="ignore"):  # rows without any neighbour are misses (0/0), masked next
+            blended = (weight * util).sum(axis=1) / weight.sum(axis=1)
         has = sites[:, 0] >= 0
         rows = off[has]
         out[rows] = t.sol(m[rows], n[rows], k[rows]) / blended[has]

@@ -153,6 +153,33 @@ def register(app: typer.Typer) -> None:
             return
         serve_all(deployments)
 
+    @app.command("diff")
+    def diff_cmd(table: Annotated[str, typer.Argument(help="Curated table, e.g. gemm_perf.")],
+                 old: Annotated[int, typer.Option("--from", help="Older table version.")],
+                 new: Annotated[Optional[int], typer.Option("--to", help="Newer table version (default: latest).")] = None,
+                 threshold: Annotated[float, typer.Option("--threshold", help="Relative move to list (0.05 = 5%).")] = 0.05,
+                 warehouse: WarehouseOpt = None, json: JsonOpt = False) -> None:
+        """Rows added / removed / changed between two versions of a curated table, and moves above a threshold."""
+        from reports.diff import table_diff
+        from warehouse.paths import resolve_root
+        from warehouse.store import Warehouse, WarehouseError
+
+        wh = Warehouse(resolve_root(warehouse))
+        latest = wh.table_version(table, curated=True)
+        if latest is None:
+            fail(f"no curated table {table!r} in warehouse {wh.root}", as_json=json)
+        try:
+            d = table_diff(wh, table, old, latest if new is None else new, threshold)
+        except WarehouseError as exc:
+            fail(str(exc), code=EXIT_USAGE, as_json=json)
+        payload = {k: d[k] for k in ("table", "from", "to", "added", "removed", "changed", "added_slices", "removed_slices")}
+        payload["moves"] = d["moves"].height
+        if json:
+            emit_json(payload)
+        else:
+            typer.echo(f"{table} {payload['from']} -> {payload['to']}: +{payload['added']} -{payload['removed']} "
+                       f"~{payload['changed']}, {payload['moves']} moved more than {threshold:.0%}")
+
     @app.command("export")
     def export_cmd(layout: Annotated[str, typer.Argument(help="Output layout: aic (the public systems/data tree).")],
                    out: Annotated[Path, typer.Argument(help="Output folder (created; must be empty or absent).")],

@@ -1,5 +1,8 @@
 """Warehouse diff between two versions of a curated table: rows added, removed, changed, big moves.
 
+The site shows what the latest ingest changed (`latest_diffs`, reading only the slices it touched);
+`table_diff` compares any two versions of one table.
+
 A row is identified by its slice (system/backend/version) plus the catalog key (op_name,
 kernel_source and the table's shape keys); "changed" means any metric differs, and a "move" is a
 primary-metric change larger than the threshold (5% by default).
@@ -53,22 +56,54 @@ def table_diff(wh, table: str, old_version: int, new_version: int, threshold: fl
     return {"table": table, "from": old_version, "to": new_version, "keys": keys, "primary": spec.primary_metric, **result}
 
 
+def _slice_frame(wh, table: str, slices: list[tuple[str, str, str]], as_of) -> pl.DataFrame:
+    """The union of some slices of a curated table (now, or as of a timestamp; empty when absent then)."""
+    parts = []
+    for system, backend, version in slices:
+        try:
+            parts.append(wh.read_curated(table, system=system, backend=backend, version=version, as_of=as_of))
+        except Exception:  # noqa: BLE001 -- the table did not exist yet at as_of
+            continue
+    parts = [p for p in parts if p.height]
+    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+
+
 def latest_diffs(wh, threshold: float = 0.05) -> list[dict]:
-    """Each curated table that has history: its previous version against its latest."""
+    """What the latest ingest changed: the slices its batches wrote, before it (Delta time travel) vs now.
+
+    Only touched slices are read, so the cost follows the size of the change, not of the warehouse.
+    """
+    from ledger.source import read_or_empty
+    from reports.estimates import previous_as_of
+    from schemas.catalog import load_catalog
+
+    stamp = previous_as_of(wh)
+    if stamp is None:
+        return []  # the first ingest: everything is new (the index lists the counts)
+    before = set(read_or_empty(wh, "batches", as_of=stamp)["batch_id"].to_list())
+    new_ids = [b for b in read_or_empty(wh, "batches")["batch_id"].to_list() if b not in before]
+    touched = read_or_empty(wh, "batch_tables").filter(pl.col("batch_id").is_in(new_ids))
+    catalog = load_catalog()
     out = []
-    for table in wh.curated_tables():
-        version = wh.table_version(table, curated=True)
-        if version:
-            out.append(table_diff(wh, table, version - 1, version, threshold))
-    return out
+    for (table,), part in touched.group_by("table", maintain_order=True):
+        slices = sorted(set(part.select("system", "backend", "version").iter_rows()))
+        spec = catalog.table(table)
+        keys = [*SLICE, *key_columns(spec, catalog)]
+        old, new = _slice_frame(wh, table, slices, stamp), _slice_frame(wh, table, slices, None)
+        if not old.height:
+            old = new.clear()
+        result = diff_frames(old, new, keys, list(spec.metrics), spec.primary_metric, threshold)
+        out.append({"table": table, "from": f"before {stamp}", "to": "now", "keys": keys,
+                    "primary": spec.primary_metric, **result})
+    return sorted(out, key=lambda d: d["table"])
 
 
 def diff_page(diffs: list[dict], threshold: float = 0.05) -> Page:
     summary_rows = [[d["table"], d["from"], d["to"], d["added"], d["removed"], d["changed"], d["moves"].height]
                     for d in diffs]
-    sections = [Section("Tables changed by the latest writes",
-                        text=[] if diffs else ["No curated table has more than one version yet."],
-                        table=Table(["table", "from version", "to version", "rows added", "rows removed",
+    sections = [Section("Tables changed by the latest ingest",
+                        text=[] if diffs else ["Nothing to compare: the warehouse holds a single ingest (or none)."],
+                        table=Table(["table", "from", "to", "rows added", "rows removed",
                                      "rows changed", f"moves > {threshold:.0%}"], summary_rows) if diffs else None)]
     for d in diffs:
         slices = [[s, n, "added"] for s, n in d["added_slices"].items()] + \
@@ -76,7 +111,7 @@ def diff_page(diffs: list[dict], threshold: float = 0.05) -> Page:
         moves = d["moves"].head(MOVE_LIMIT)
         cols = [k for k in d["keys"] if k in moves.columns]
         sections.append(Section(
-            f"{d['table']}: version {d['from']} → {d['to']}",
+            f"{d['table']}: {d['from']} → {d['to']}",
             text=[f"{d['added']} added, {d['removed']} removed, {d['changed']} changed; "
                   f"{d['moves'].height} rows moved more than {threshold:.0%} in {d['primary']}."],
             tabs=[(f"{d['table']} slices", Table(["slice", "rows", "kind"], slices)),
@@ -86,6 +121,6 @@ def diff_page(diffs: list[dict], threshold: float = 0.05) -> Page:
                                   note=f"first {MOVE_LIMIT} of {d['moves'].height}" if d["moves"].height > MOVE_LIMIT else ""))]
             if slices or moves.height else []))
     return Page("diff", "Warehouse diff", sections,
-                summary=f"{len(diffs)} tables with history; "
+                summary=f"{len(diffs)} tables changed by the latest ingest; "
                         f"{sum(d['added'] for d in diffs)} rows added, {sum(d['removed'] for d in diffs)} removed, "
                         f"{sum(d['changed'] for d in diffs)} changed")

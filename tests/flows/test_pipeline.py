@@ -61,7 +61,7 @@ def test_full_pipeline_skips_unchanged_work_and_gates_regressions(tmp_path: Path
     rows = [r for r in state["estimate"]["result"]["gate"]["rows"] if r["system"] == "h200_sxm" and r["ms"] is not None]
     assert rows and all(r["verdict"] == "fail" and r["delta_pct"] == pytest.approx(20.0, abs=0.5) for r in rows)
     diff = (out / "diff.md").read_text()
-    assert "gemm_perf: version 0 → 1" in diff and "107225 changed" in diff
+    assert "gemm_perf: before " in diff and "107225 changed" in diff and "107225 rows moved more than 5%" in diff
     assert Warehouse(tmp_path / "wh").table_version("gemm_perf", curated=True) == 1
 
 

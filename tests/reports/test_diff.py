@@ -47,3 +47,21 @@ def test_real_table_versions(tmp_path: Path, shared_tree: Path) -> None:
     assert appended["added_slices"] == {"h200_sxm/vllm/0.22.0": 65268}
     md = diff_page([appended]).sections[0].table.rows
     assert md == [["gemm_perf", 1, 2, 65268, 0, 0, 0]]
+
+
+def test_diff_cli_between_versions(tmp_path: Path, shared_tree: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from perfledger.cli import app
+
+    wh = Warehouse(tmp_path / "wh")
+    ingest([str(shared_tree / GEMM / "0.24.0")], wh)
+    ingest([str(scaled_copy(shared_tree, tmp_path / "slow", "0.24.0", 1.02))], wh)
+    result = CliRunner().invoke(app, ["diff", "gemm_perf", "--from", "0", "--warehouse", str(wh.root), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"table": "gemm_perf", "from": 0, "to": 1, "added": 0, "removed": 0,
+                                         "changed": 107225, "added_slices": {}, "removed_slices": {}, "moves": 0}
+    missing = CliRunner().invoke(app, ["diff", "gemm_perf", "--from", "7", "--warehouse", str(wh.root)])
+    assert missing.exit_code == 2 and "no version at" in missing.output
