@@ -11,7 +11,9 @@ from ledger.specs import LaneSpec, LaneSpecError, ModelSpec
 
 CELL_KEY = ["model", "lane", "system", "backend", "version"]
 PARTITION = ["system", "backend", "version"]
-META_COLUMNS = {"meta_status": pl.String, "meta_collected_at": pl.String, "meta_image": pl.String}
+# collection_meta fields plus the collector cases that failed (attempted-and-failed is not never-attempted)
+META_COLUMNS = {"meta_status": pl.String, "meta_collected_at": pl.String, "meta_image": pl.String,
+                "failed_cases": pl.Int64}
 CELLS_SCHEMA = {
     "model": pl.String, "lane": pl.String, "table": pl.String, "system": pl.String, "backend": pl.String,
     "version": pl.String, "rows": pl.Int64, "kernel_sources": pl.List(pl.String), "dtypes": pl.List(pl.String),
@@ -86,7 +88,8 @@ def _aggregate(spec: ModelSpec, lane: LaneSpec, rows: pl.DataFrame) -> pl.DataFr
 
 def _status() -> pl.Expr:
     return (
-        pl.when(pl.col("rows") == 0).then(pl.lit("missing"))
+        pl.when((pl.col("rows") == 0) & (pl.col("failed_cases").fill_null(0) > 0)).then(pl.lit("failed"))
+        .when(pl.col("rows") == 0).then(pl.lit("missing"))
         .when(~pl.col("expected")).then(pl.lit("unexpected"))
         .when((pl.col("meta_status") == "partial") | (pl.col("claim").is_not_null() & (pl.col("rows") < pl.col("claim"))))
         .then(pl.lit("partial"))
@@ -118,7 +121,9 @@ def derive_lane_cells(spec: ModelSpec, lane: LaneSpec, table_rows: pl.DataFrame,
     cells = expected_cells(spec, lane).join(found, on=PARTITION, how="full", coalesce=True)
     cells = cells.join(claims, on=PARTITION, how="left")
     if meta is not None and meta.height:
-        cells = cells.join(meta.select(PARTITION + list(META_COLUMNS)).cast(META_COLUMNS), on=PARTITION, how="left")
+        present = [c for c in META_COLUMNS if c in meta.columns]
+        cells = cells.join(meta.select(PARTITION + present).cast({c: META_COLUMNS[c] for c in present}),
+                           on=PARTITION, how="left")
     cells = cells.with_columns(
         model=pl.lit(spec.model), lane=pl.lit(lane.lane_id), table=pl.lit(lane.table),
         expected=pl.col("expected").fill_null(False),

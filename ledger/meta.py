@@ -10,7 +10,7 @@ BATCH_META = {"meta_status": "meta_status", "meta_collected_at": "meta_collected
 
 
 def latest_meta(batch_tables: pl.DataFrame, batches: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """Table -> one row per system/backend/version with meta_status, meta_collected_at, meta_image.
+    """Table -> one row per system/backend/version with meta_status, meta_collected_at, meta_image, failed_cases.
 
     Args:
         batch_tables: one row per (batch_id, table) with the collection_meta fields.
@@ -27,7 +27,7 @@ def latest_meta(batch_tables: pl.DataFrame, batches: pl.DataFrame) -> dict[str, 
     bt = batch_tables.select(["batch_id", "table", *own, *[c for c in META_COLUMNS if c in batch_tables.columns]])
     joined = bt.join(b, on="batch_id", how="inner")
     for col, dtype in META_COLUMNS.items():
-        joined = joined.with_columns(pl.col(col).cast(pl.String) if col in joined.columns else pl.lit(None, dtype).alias(col))
+        joined = joined.with_columns(pl.col(col).cast(dtype) if col in joined.columns else pl.lit(None, dtype).alias(col))
     if "batch_image" in joined.columns:
         joined = joined.with_columns(meta_image=pl.coalesce("meta_image", pl.col("batch_image").cast(pl.String)))
     order = ["finished_at"] if "finished_at" in joined.columns else ["batch_id"]

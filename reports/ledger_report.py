@@ -35,6 +35,8 @@ def cell_notes(cell: dict) -> list[str]:
         notes.append(f"claim {cell['claim']}")
     if cell["meta_status"] and cell["meta_status"] != "complete":
         notes.append(f"meta {cell['meta_status']}")
+    if cell.get("failed_cases"):
+        notes.append(f"{cell['failed_cases']} failed cases")
     if cell["suffix_violations"]:
         notes.append(f"{cell['suffix_violations']} rows missing the suffix")
     return notes

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
+from schemas.catalog import load_catalog
 from warehouse.normalise import NormalisedTable
 from warehouse.prepare import PreparedBatch
 from warehouse.store import SLICE_COLUMNS, Warehouse
@@ -59,14 +60,16 @@ class CommitBuffer:
             return
         for prepared in self.batches:
             keep_raw_input(self.warehouse.root, prepared)
-        for name in FINDING_TABLES:
+        for name in FINDING_TABLES if self.findings else ():
             frames = [getattr(normalised, name).with_columns(pl.lit(key[0]).alias("table"))
                       for key, normalised in self.findings.items()]
             self.warehouse.replace_slices(self.warehouse.table_uri(name), pl.concat(frames, how="diagonal_relaxed"),
                                           FINDING_SLICE, list(self.findings), partition_by=["table"])
         self._write_reuse()
         self._write_failures()
-        self.warehouse.write_table("batch_tables", pl.concat([_batch_table_rows(p) for p in self.batches], how="diagonal_relaxed"))
+        per_table = [rows for rows in map(_batch_table_rows, self.batches) if rows.height]
+        if per_table:
+            self.warehouse.write_table("batch_tables", pl.concat(per_table, how="diagonal_relaxed"))
         self.warehouse.write_table("batches", pl.DataFrame([_batch_row(p) for p in self.batches]))
         self.batches, self.findings = [], {}
 
@@ -151,6 +154,13 @@ def _batch_table_rows(prepared: PreparedBatch) -> pl.DataFrame:
             "meta_image": _meta_field(prepared, "runtime", "image"),
             "failed_cases": prepared.failed_cases(name),
         })
+    catalog = load_catalog()
+    for name in sorted({f["table"] for f in prepared.failures if f["table"]} - set(prepared.tables)):
+        if name in catalog.tables:  # every case of the table failed: no file, but the attempt is recorded
+            rows.append({"batch_id": prepared.batch_id, "table": name, "system": prepared.source.system,
+                         "family": catalog.table(name).family, "backend": prepared.source.backend,
+                         "version": prepared.source.version, "rows_in": 0, "rows_accepted": 0,
+                         "rows_quarantined": 0, "rows_duplicate": 0, "failed_cases": prepared.failed_cases(name)})
     schema = {"rows_in": pl.Int64, "rows_accepted": pl.Int64, "rows_quarantined": pl.Int64,
               "rows_duplicate": pl.Int64, "meta_rows": pl.Int64, "failed_cases": pl.Int64}
     return pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None) if rows else pl.DataFrame()

@@ -31,14 +31,14 @@ def contents(root: Path) -> dict[str, pl.DataFrame]:
 
 
 def test_dask_runner_matches_local_run(tmp_path: Path, prefect_server, shared_tree: Path) -> None:
-    sources = [str(shared_tree / "b200_sxm" / "kda"), str(shared_tree / GEMM / "0.22.0"), str(shared_tree / GEMM / "0.24.0")]
+    sources = [str(shared_tree / "b200_sxm" / "kda"), str(shared_tree / "h200_sxm" / "mla_bmm"), str(shared_tree / GEMM / "0.22.0")]
     results = {}
     for runner in ("local", "dask"):
         cfg = load_pipeline_config(write_config(tmp_path / f"{runner}.yaml", sources=sources, models=["kimi-k3"],
                                                 warehouse=tmp_path / runner / "wh", out=tmp_path / runner / "out",
                                                 stages=["ingest", "validate", "ledger"]))
         results[runner] = run_pipeline(cfg, runner=runner)
-    assert results["dask"]["ingest"]["new_batches"] == results["local"]["ingest"]["new_batches"] == 4
+    assert results["dask"]["ingest"]["new_batches"] == results["local"]["ingest"]["new_batches"] >= 5
     local, dask = contents(tmp_path / "local" / "wh"), contents(tmp_path / "dask" / "wh")
     assert sorted(local) == sorted(dask) and "curated/gemm_perf" in local and "ledger_cells" in local
     for name in local:
