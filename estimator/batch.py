@@ -17,6 +17,9 @@ def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "sil
     answered with array maths. Any miss raises the op's typed error naming the slice and the query.
     """
     model = get_model(op)
+    absent = {c: v for c, v in model.defaults.items() if c not in queries.columns}
+    if absent:
+        queries = queries.with_columns(pl.lit(v).alias(c) for c, v in absent.items())
     needed = list(model.group_keys) + list(model.value_columns)
     missing = [c for c in needed if c not in queries.columns]
     if missing:

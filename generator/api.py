@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator.errors import GeneratorError
+from generator.outdir import write_output
 from generator.overrides import apply_overrides
 from generator.render import render_artifacts
 from generator.resolve import resolve
@@ -53,28 +52,14 @@ def render_document(doc: Any, where: str) -> Rendered:
     return Rendered(dict(sorted(files.items())), resolution.deployment.mode, [*resolution.warnings, *warnings])
 
 
-def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
-    """Write artifacts under out_dir (scripts executable); names are generator-made, never user input."""
-    written = []
-    for name, text in files.items():
-        path = out_dir / name
-        if ".." in Path(name).parts or Path(name).is_absolute():
-            raise GeneratorError(name, "artifact name escapes the output folder")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if name.endswith(".sh"):
-            os.chmod(path, 0o755)
-        written.append(path)
-    return written
-
-
 def generate(input_path: Path, overrides: list[str], out_dir: Path, backend: str | None = None,
              version: str | None = None, target: str | None = None) -> GenerationResult:
     """Render every artifact for one unified deployment YAML into out_dir.
 
-    Raises GeneratorError (bad input; `.where` names the file/key) or UsageError (malformed --set).
+    Files an earlier generation wrote into out_dir (its manifest) and this one does not are removed, with
+    a warning each. Raises GeneratorError (bad input; `.where` names the file/key) or UsageError.
     """
     raw = load_yaml_file(Path(input_path))
     rendered = render_document(build_document(raw, overrides, backend, version, target), str(input_path))
-    files = write_files(Path(out_dir), rendered.files)
-    return GenerationResult(files, rendered.mode, rendered.warnings)
+    files, cleanup = write_output(Path(out_dir), rendered.files)
+    return GenerationResult(files, rendered.mode, [*rendered.warnings, *cleanup])

@@ -30,7 +30,7 @@ def flag_value(text: str, where: str) -> str:
     return text
 
 
-def _scalar(value: Any, where: str) -> str:
+def scalar(value: Any, where: str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -75,11 +75,11 @@ def translate(params: dict[str, Any], backend: str, version: str, mapping: Mappi
         elif flag.kind == "list":
             if len(set(value)) != len(value):
                 raise GeneratorError(here, f"duplicate values in {value}")
-            out.cli.extend([name, *(_scalar(v, here) for v in value)] if value else [])
+            out.cli.extend([name, *(scalar(v, here) for v in value)] if value else [])
         elif flag.kind == "json":
             json_groups.setdefault(name, {})[flag.json_key] = value
         else:
-            out.cli.extend([name, _scalar(value, here)])
+            out.cli.extend([name, scalar(value, here)])
     for name, obj in json_groups.items():
         out.cli.extend([name, json.dumps(obj, separators=(",", ":"))])
     return out

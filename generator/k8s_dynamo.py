@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from generator.backends import Backend, Launch
-from generator.errors import GeneratorError
 from generator.k8s_common import env_list, labels
 from generator.model import Deployment
 from generator.scripts import frontend_argv
+from generator.topology import nodes_per_worker
 from generator.yamlio import dump_yaml
 
 _SERVICE_PREFIX = {"vllm": "Vllm", "sglang": "SGLang", "trtllm": "TRTLLM"}
@@ -21,8 +21,9 @@ _INLINE_WRITER = 'printf "%s" "$PERFLEDGER_ENGINE_CONFIG" > /tmp/engine_config.y
 
 
 def service_name(backend: str, role: str, mode: str) -> str:
-    """VllmWorker (agg), VllmPrefillWorker / VllmDecodeWorker (disagg), likewise SGLang*, TRTLLM*."""
-    return f"{_SERVICE_PREFIX[backend]}{role.capitalize() if mode == 'disagg' else ''}Worker"
+    """VllmWorker (agg), VllmPrefillWorker / VllmDecodeWorker (disagg), VllmEncodeWorker, likewise SGLang*, TRTLLM*."""
+    named = mode == "disagg" or role == "encode"
+    return f"{_SERVICE_PREFIX[backend]}{role.capitalize() if named else ''}Worker"
 
 
 def _worker(dep: Deployment, backend: Backend, launch: Launch, replicas: int, gpus: int) -> dict[str, Any]:
@@ -42,14 +43,12 @@ def _worker(dep: Deployment, backend: Backend, launch: Launch, replicas: int, gp
             extra["volumes"] = [{"name": "engine-configs", "configMap": {"name": dep.names.engine_configmap}}]
         container["command"], container["args"] = list(argv[:3]), list(argv[3:])
     service: dict[str, Any] = {"componentType": "worker"}
-    if dep.mode == "disagg":
+    if dep.mode == "disagg" and launch.role != "encode":  # the planner scales prefill / decode
         service["subComponentType"] = launch.role
     per_node = dep.section("NodeConfig")["num_gpus_per_node"]
-    if gpus > per_node:  # one worker across nodes: the operator starts nodeCount pods of per_node GPUs
-        if gpus % per_node:
-            raise GeneratorError(f"Workers.{launch.role}.gpus_per_worker",
-                                 f"{gpus} GPUs do not fill whole nodes of NodeConfig.num_gpus_per_node={per_node}")
-        service["multinode"] = {"nodeCount": gpus // per_node}
+    span = nodes_per_worker(launch.role, gpus, per_node)
+    if span > 1:  # one worker across nodes: the operator starts nodeCount pods of per_node GPUs
+        service["multinode"] = {"nodeCount": span}
         gpus = per_node
     service.update({"replicas": replicas, "resources": {"limits": {"gpu": str(gpus)}}, "envs": envs})
     if k8s.get("k8s_pvc_name"):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from generator.errors import GeneratorError
+from generator.schema import ROLES
 from generator.versions import Runtime
 
 _DNS_MAX = 63
@@ -52,14 +53,16 @@ class Deployment:
 
 
 def detect_mode(workers: dict[str, Any], declared: str | None) -> str:
-    """prefill + decode -> disagg, agg alone -> agg; anything else, or a contradicting DynConfig.mode, fails."""
-    roles = set(workers)
+    """prefill + decode -> disagg, agg -> agg (either may add an encode worker); anything else, or a
+    contradicting DynConfig.mode, fails."""
+    roles = set(workers) - {"encode"}
     if roles == {"prefill", "decode"}:
         mode = "disagg"
     elif roles == {"agg"}:
         mode = "agg"
     else:
-        raise GeneratorError("Workers", f"roles {sorted(roles)} are neither agg nor prefill + decode")
+        raise GeneratorError("Workers", f"roles {sorted(workers)} are neither agg nor prefill + decode "
+                                        "(an encode worker needs one of them to serve)")
     if declared is not None and declared != mode:
         raise GeneratorError("DynConfig.mode", f"says {declared!r} but Workers has the {mode} roles {sorted(roles)}")
     return mode
@@ -86,7 +89,7 @@ def build_deployment(doc: dict[str, Any], given: dict[str, Any], runtime: Runtim
     mode = doc["DynConfig"]["mode"]
     counts = doc["WorkerConfig"]
     workers = []
-    for role in ("prefill", "decode", "agg"):
+    for role in ROLES:
         if role in doc["Workers"]:
             params = doc["Workers"][role]
             if "gpus_per_worker" not in params:

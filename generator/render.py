@@ -7,7 +7,7 @@ from generator.k8s_common import bench_manifests
 from generator.k8s_dynamo import build_dynamo
 from generator.k8s_llmd import build_helm_values, build_kustomize
 from generator.model import Deployment
-from generator.scripts import render_bench_script, render_run_scripts, spanning_workers
+from generator.scripts import render_bench_script, render_run_scripts
 from generator.yamlio import dump_yaml, dump_yaml_all
 
 
@@ -25,12 +25,9 @@ def render_artifacts(dep: Deployment) -> tuple[dict[str, str], list[str]]:
     service = dep.section("ServiceConfig")
     if dep.target == "dynamo":
         files["k8s_deploy.yaml"] = dump_yaml_all(build_dynamo(dep, backend, launches))
-        spanning = spanning_workers(dep)
-        if spanning:
-            warnings.append(f"WARNING: no run_<node>.sh: Workers.{spanning[0]} spans several nodes "
-                            f"(gpus_per_worker > NodeConfig.num_gpus_per_node); use k8s_deploy.yaml (multinode)")
-        else:
-            files.update(render_run_scripts(dep, backend, launches))
+        scripts, script_warnings = render_run_scripts(dep, backend, launches)
+        files.update(scripts)
+        warnings += script_warnings
         local_url = f"http://{service['head_node_ip']}:{service['port']}"
     elif dep.target == "llm-d-helm":
         files["llm-d-values.yaml"] = dump_yaml(build_helm_values(dep, backend, launches))

@@ -13,7 +13,7 @@ from typing import Callable
 
 from generator.errors import GeneratorError
 from generator.expr import Expr, parse_expr
-from generator.schema import ROLES, Schema
+from generator.schema import DEFAULT_SCOPE, ROLES, Schema
 
 _ASSIGN = re.compile(r"^(?:\[(?P<scope>[^\]]*)\]\s*)?(?P<target>[A-Za-z_][A-Za-z0-9_.]*)\s*=(?!=)\s*(?P<expr>.+)$")
 _INCLUDE = re.compile(r"^include\s+(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*)$")
@@ -75,7 +75,7 @@ def _check_names(expr: Expr, roles: tuple[str, ...] | None, schema: Schema, wher
 
 def _scope(text: str | None, where: str) -> tuple[str, ...]:
     if text is None:
-        return ROLES
+        return DEFAULT_SCOPE
     roles = tuple(r.strip() for r in text.replace("_", ",").split(",") if r.strip())
     bad = [r for r in roles if r not in ROLES]
     if bad or not roles:

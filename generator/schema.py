@@ -13,7 +13,8 @@ from generator.mapping import load_mapping
 from generator.yamlio import load_package_yaml
 
 SCHEMA_FILE = "generator/deployment_config.yaml"
-ROLES = ("prefill", "decode", "agg")
+ROLES = ("prefill", "decode", "agg", "encode")  # encode: the multimodal encoder worker
+DEFAULT_SCOPE = ("prefill", "decode", "agg")  # an unscoped role rule: the serving roles
 _FORMATS = {
     "dns1123": re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"),
     "env_name": re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$"),
@@ -143,7 +144,7 @@ def check_backend_keys(doc: dict[str, Any], backend: str) -> None:
 
 def _check_workers(workers: Any, schema: Schema) -> None:
     if not isinstance(workers, dict) or not workers:
-        raise GeneratorError("Workers", "expected a mapping of roles (prefill/decode or agg)")
+        raise GeneratorError("Workers", "expected a mapping of roles (prefill/decode or agg, optional encode)")
     for role, params in workers.items():
         if role not in ROLES:
             raise GeneratorError(f"Workers.{role}", "unknown role" + did_you_mean(str(role), list(ROLES)))

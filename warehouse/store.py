@@ -70,6 +70,12 @@ class Warehouse:
         return table
 
     # -- reads -------------------------------------------------------------------------------------
+    @staticmethod
+    def _scan(uri: Path, table: DeltaTable) -> pl.LazyFrame:
+        """A lazy scan of exactly the opened version (Polars' native Parquet reader; partition
+        filters prune files). deltalake's pyarrow-dataset path can abort the interpreter at exit."""
+        return pl.scan_delta(str(uri), version=table.version())
+
     def curated_tables(self) -> list[str]:
         base = self.root / "curated"
         return sorted(p.name for p in base.iterdir() if (p / "_delta_log").is_dir()) if base.is_dir() else []
@@ -79,12 +85,14 @@ class Warehouse:
         table = self._open(uri, as_of)
         if table is None:
             return None
-        partitions = [(k, "=", v) for k, v in filters.items() if v is not None]
-        wanted = None
+        scan = self._scan(uri, table)
+        for column, value in filters.items():
+            if value is not None:
+                scan = scan.filter(pl.col(column) == value)
         if columns is not None:  # the source-order columns come along so first-wins order survives
             order = [c for c in ("batch_id", "source_file", "source_row") if c not in columns]
-            wanted = list(dict.fromkeys([*columns, *order]))
-        frame = pl.from_arrow(table.to_pyarrow_table(columns=wanted, filters=partitions or None))
+            scan = scan.select(list(dict.fromkeys([*columns, *order])))
+        frame = scan.collect()
         return frame.sort(["batch_id", "source_file", "source_row"]) if "source_row" in frame.columns else frame
 
     def read_curated(self, table: str, *, system: str | None = None, backend: str | None = None,
@@ -108,7 +116,7 @@ class Warehouse:
         delta = self._open(self.curated_uri(table))
         if delta is None:
             raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
-        return pl.from_arrow(delta.to_pyarrow_table(columns=list(columns)))
+        return self._scan(self.curated_uri(table), delta).select(list(columns)).collect()
 
     def has_table(self, name: str) -> bool:
         return (self.table_uri(name) / "_delta_log").is_dir()
@@ -153,12 +161,12 @@ class Warehouse:
             raise ValueError(f"mode must be append or overwrite, not {mode!r}")
         return self._write(self.table_uri(name), df, mode=mode, partition_by=partition_by)
 
-    @staticmethod
-    def _existing_slices(table: DeltaTable, slice_columns: Sequence[str], partition_by: Sequence[str] | None) -> set[tuple]:
+    def _existing_slices(self, uri: Path, table: DeltaTable, slice_columns: Sequence[str],
+                         partition_by: Sequence[str] | None) -> set[tuple]:
         """Slices already in the table: from the log's partition values when the slice is the partition."""
         if partition_by and list(partition_by) == list(slice_columns):
             return {tuple(p.get(c) for c in slice_columns) for p in table.partitions()}
-        return set(pl.from_arrow(table.to_pyarrow_table(columns=list(slice_columns))).unique().iter_rows())
+        return set(self._scan(uri, table).select(list(slice_columns)).unique().collect().iter_rows())
 
     def replace_slices(self, uri: Path, df: pl.DataFrame, slice_columns: Sequence[str],
                        slices: Iterable[Sequence[object]], *, partition_by: Sequence[str] | None = None) -> int | None:
@@ -174,7 +182,7 @@ class Warehouse:
         table = self._open(uri)
         if table is None:  # created even when empty, so readers find every table of the warehouse
             return self._write(uri, df, mode="append", partition_by=partition_by)
-        overlap = slices & self._existing_slices(table, slice_columns, partition_by)
+        overlap = slices & self._existing_slices(uri, table, slice_columns, partition_by)
         if not overlap:
             return self._write(uri, df, mode="append", partition_by=partition_by) if not df.is_empty() else None
         predicate = slice_predicate(slices, slice_columns)

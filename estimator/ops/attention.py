@@ -1,14 +1,15 @@
 """Context attention: a Grid over [num_heads][isl][batch] per (fmha quant, kv quant, head_dim, window, kv heads).
 
 Interpolation follows the Grid rules (sqrt-latency along isl, ragged SOL rescale, nearest-leaf util
-transfer outside the data). Known gap: aiconfigurator-core 0.12.0 adds a small per-shape term
-(~0.0132 ms on h200, independent of batch and isl) from its attention lanes that we do not model.
+transfer outside the data). Every call also pays the per-call side memory ops (RoPE, KV write, optional
+q/k norm; estimator/attention_side.py), a term constant in isl and batch, in SILICON and in SOL.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from estimator.attention_side import side_latency
 from estimator.grid import evaluate, rows_grid, table_slice
 from estimator.ops.base import OpModel
 from estimator.sol import context_attention_sol
@@ -21,8 +22,9 @@ AXES = ("num_heads", "isl", "batch_size")
 
 class ContextAttentionModel(OpModel):
     name = "attention"
-    group_keys = ("system", "backend", "version", "fmha_quant", "kv_quant", "head_dim", "window", "kv_heads")
+    group_keys = ("system", "backend", "version", "fmha_quant", "kv_quant", "head_dim", "window", "kv_heads", "qk_norm")
     value_columns = ("heads", "isl", "batch")
+    defaults = {"qk_norm": False}
 
     def _sol_fn(self, est, key):
         spec = est.spec(key["system"])
@@ -38,8 +40,12 @@ class ContextAttentionModel(OpModel):
 
         return sol
 
+    def _side(self, est, key, q, sol_only: bool):
+        return side_latency(est.spec(key["system"]), key["fmha_quant"], bool(key["qk_norm"]), q["heads"],
+                            int(key["kv_heads"]), int(key["head_dim"]), sol_only=sol_only)
+
     def sol(self, est, key, q):
-        return self._sol_fn(est, key)(q["heads"], q["isl"], q["batch"])
+        return self._sol_fn(est, key)(q["heads"], q["isl"], q["batch"]) + self._side(est, key, q, True)
 
     def _grid(self, est, key):
         def build():
@@ -57,4 +63,4 @@ class ContextAttentionModel(OpModel):
         for i, (h, s, b) in enumerate(zip(q["heads"], q["isl"], q["batch"])):
             value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
             out[i] = np.nan if value is None else value
-        return out, np.isnan(out)
+        return out + self._side(est, key, q, False), np.isnan(out)

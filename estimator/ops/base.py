@@ -46,6 +46,7 @@ class OpModel:
     name: str = ""
     group_keys: tuple[str, ...] = ()
     value_columns: tuple[str, ...] = ()
+    defaults: dict = {}  # optional query columns and the value an absent column takes
 
     def sol(self, est, key: dict, q: Queries) -> np.ndarray:
         raise NotImplementedError

@@ -91,9 +91,10 @@ class Backend:
         """The Dynamo worker process for one role."""
         flags, warnings = self._flags(dep, worker)
         service = dep.section("ServiceConfig")
+        role = list(self.data["encode_flags"]) if worker.role == "encode" else self.role_args(dep, worker.role)
         args = [self.data["model_flag"], flag_value(service["model_path"], "ServiceConfig.model_path"),
                 self.data["served_name_flag"], flag_value(service["served_model_name"], "ServiceConfig.served_model_name"),
-                *self.role_args(dep, worker.role), *flags.cli]
+                *role, *flags.cli]
         args, engine = self._finish(dep, worker, args, self.engine_config(dep, worker, flags), warnings)
         engine_file = (f"{worker.role}_config.yaml", engine) if engine is not None else None
         return Launch(worker.role, ("python3", "-m", self.data["module"]), tuple(args), engine_file, tuple(warnings))
@@ -102,6 +103,9 @@ class Backend:
         """The engine's own server (no Dynamo), for llm-d."""
         if "standalone" not in self.data:
             raise GeneratorError("target", f"{dep.target} does not support backend {self.name}")
+        if worker.role == "encode":
+            raise GeneratorError("Workers.encode", f"{dep.target} has no encode pool; a separate multimodal "
+                                                   "encode worker needs target dynamo")
         flags, warnings = self._flags(dep, worker)
         service = dep.section("ServiceConfig")
         flag_value(service["model_path"], "ServiceConfig.model_path")

@@ -19,7 +19,7 @@ class TrtllmBackend(Backend):
 
     def engine_config(self, dep: Deployment, worker: Worker, flags: EngineFlags) -> dict[str, Any]:
         engine: dict[str, Any] = {"backend": "pytorch", **flags.engine}
-        if dep.mode == "disagg":
+        if dep.mode == "disagg" and worker.role != "encode":  # KV moves prefill -> decode only
             if Version(dep.runtime.data_version) < _TRANSCEIVER_SINCE:
                 raise GeneratorError("version", f"trtllm {dep.runtime.data_version} has no cache_transceiver_config; "
                                                 f"disaggregation needs {_TRANSCEIVER_SINCE} or newer")

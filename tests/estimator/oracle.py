@@ -57,12 +57,14 @@ class Oracle:
 
         return self.run(self.handle(system, backend, version, mode), CustomAllReduce("c", 1.0, int(hidden), int(tp)), tokens)
 
-    def context_attention(self, system, backend, version, fmha, kv, head_dim, window, kv_heads, heads, isl, batch):
+    def context_attention(self, system, backend, version, fmha, kv, head_dim, window, kv_heads, heads, isl, batch,
+                          qk_norm=False, mode="SILICON"):
         from aiconfigurator_core import _aiconfigurator_core as core
 
         op = core.ContextAttention("a", 1.0, int(heads), int(kv_heads), self.common.KVCacheQuantMode[kv],
-                                   self.common.FMHAQuantMode[fmha], window_size=int(window), head_size=int(head_dim))
-        handle = self.handle(system, backend, version)
+                                   self.common.FMHAQuantMode[fmha], window_size=int(window), head_size=int(head_dim),
+                                   use_qk_norm=bool(qk_norm))
+        handle = self.handle(system, backend, version, mode)
         try:
             return handle.evaluate_ops_json(self.build([op]), is_context=True, batch_size=int(batch), s=int(isl), x=int(batch * isl))[0][1]
         except Exception as exc:

@@ -1,8 +1,9 @@
-"""Context-attention Grid: unit behaviour, and agreement with the reference up to its per-shape term."""
+"""Context-attention Grid: unit behaviour, and parity with the reference (side memory ops included)."""
 
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 import polars as pl
@@ -50,19 +51,52 @@ def test_constant_util_tables_reproduce_twice_sol(h, s, b):
     assert got > 0
 
 
+ATTN_SLICES = [("h200_sxm", "trtllm", "1.3.0rc20"), ("b200_sxm", "trtllm", "1.3.0rc20"), ("h100_sxm", "sglang", "0.5.14")]
+SLICE_KEYS = ["attn_dtype", "kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads"]
+
+
+def _ours(est, row: dict, mode: str = "silicon"):
+    from estimator.errors import EstimatorError
+
+    try:
+        return estimate(est, "attention", pl.DataFrame({k: [v] for k, v in row.items()}), mode=mode).item(0, "latency_ms")
+    except EstimatorError:
+        return None
+
+
 @pytest.mark.aic
-@pytest.mark.parametrize("fmha,kv,hd,nkv", [("bfloat16", "bfloat16", 128, 8), ("fp8", "fp8", 128, 8), ("bfloat16", "fp8", 64, 1)])
-def test_matches_reference_up_to_its_per_shape_term(wheel_est, oracle, fmha, kv, hd, nkv):
-    """In-data answers differ from 0.12.0 only by a term constant in (isl, batch) for a fixed shape."""
-    rng = np.random.default_rng(hd + nkv)
-    for heads in (8, 32, 64):
-        isl = np.concatenate([[16, 1024, 3000], rng.integers(16, 4096, 6)])
-        batch = np.concatenate([[1, 8, 3], rng.integers(1, 16, 6)])
-        frame = pl.DataFrame({"system": "h200_sxm", "backend": "trtllm", "version": "1.3.0rc20", "fmha_quant": fmha,
-                              "kv_quant": kv, "head_dim": hd, "window": 0, "kv_heads": nkv, "heads": heads,
-                              "isl": isl, "batch": batch})
-        ours = estimate(wheel_est, "attention", frame)["latency_ms"].to_numpy()
-        ref = np.array([oracle.context_attention("h200_sxm", "trtllm", "1.3.0rc20", fmha, kv, hd, 0, nkv, heads, s, b)
-                        for s, b in zip(isl, batch)])
-        gap = ref - ours
-        assert np.ptp(gap) < 1e-9 and 0 < gap[0] < 0.02
+@pytest.mark.parametrize("system,backend,version", ATTN_SLICES)
+def test_context_attention_matches_reference(wheel_est, oracle, system, backend, version):
+    """In-data SILICON (exact, interpolated, ragged bracket) and SOL, with and without qk-norm, within 1e-6.
+
+    GQA shapes only (heads a multiple of kv_heads). Queries our Grid answers by nearest-leaf transfer are
+    a known gap (docs/estimator.md) and are not asserted here.
+    """
+    from estimator.grid import interpolate
+    from estimator.ops.attention import ContextAttentionModel
+
+    rng = np.random.default_rng(zlib.crc32(f"{system}/{backend}".encode()))
+    table = wheel_est.table(system, backend, version, "context_attention_perf", shared=True)
+    slices = table.select(SLICE_KEYS).unique().sort(SLICE_KEYS)
+    worst, inside = 0.0, 0
+    for j in rng.choice(slices.height, min(12, slices.height), replace=False):
+        r = slices.row(int(j), named=True)
+        key = dict(system=system, backend=backend, version=version, fmha_quant=r["attn_dtype"], kv_quant=r["kv_cache_dtype"],
+                   head_dim=r["head_dim"], window=r["window_size"], kv_heads=r["num_key_value_heads"])
+        grid = ContextAttentionModel()._grid(wheel_est, {**key, "qk_norm": False})
+        seen = table.filter(**{k: r[k] for k in SLICE_KEYS})["num_heads"].unique().to_list()
+        for _ in range(10):
+            heads = int(rng.choice(seen)) if rng.random() < 0.6 else int(key["kv_heads"] * rng.integers(1, 9))
+            isl = int(rng.choice([1, 16, 1024, 3000, 16384])) if rng.random() < 0.4 else int(rng.integers(2, 16384))
+            batch, qk = int(rng.choice([1, 3, 8, 64, 200])), bool(rng.random() < 0.5)
+            row = {**key, "heads": heads, "isl": isl, "batch": batch, "qk_norm": qk}
+            args = (system, backend, version, key["fmha_quant"], key["kv_quant"], key["head_dim"], key["window"],
+                    key["kv_heads"], heads, isl, batch, qk)
+            sol, ref_sol = _ours(wheel_est, row, "sol"), oracle.context_attention(*args, mode="SOL")
+            worst = max(worst, abs(sol - ref_sol) / ref_sol)
+            if interpolate(grid, {"num_heads": heads, "isl": isl, "batch_size": batch}) is None:
+                continue
+            ours, ref = _ours(wheel_est, row), oracle.context_attention(*args)
+            assert ref is not None, f"reference misses an in-data query {row}"
+            worst, inside = max(worst, abs(ours - ref) / ref), inside + 1
+    assert worst <= 1e-6 and inside >= 30, (worst, inside)

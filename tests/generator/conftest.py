@@ -17,6 +17,17 @@ from generator.yamlio import load_yaml_file
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "deployments"
 GOLDEN = REPO / "tests" / "golden" / "generator"
+TARGETS = ("dynamo", "llm-d-helm", "llm-d-kustomize")
+
+
+def example_targets(stem: str) -> tuple[str, ...]:
+    """TRT-LLM, encode workers and bare-metal multi-node examples are Dynamo-only."""
+    dynamo_only = stem.startswith("trtllm") or stem.endswith(("_encode", "_multinode"))
+    return TARGETS[:1] if dynamo_only else TARGETS
+
+
+# (example stem, target) for every shipped example and every target it supports.
+COMBOS = [(p.stem, t) for p in sorted(EXAMPLES.glob("*.yaml")) for t in example_targets(p.stem)]
 
 
 def example(name: str) -> dict[str, Any]:

@@ -5,17 +5,23 @@ import shutil
 
 import pytest
 
-from .conftest import EXAMPLES, GOLDEN, example, render
+from .conftest import COMBOS, GOLDEN, example, render
 
 UPDATE = os.environ.get("PERFLEDGER_UPDATE_GOLDEN") == "1"
-CASES = [(p.stem, t) for p in sorted(EXAMPLES.glob("*.yaml")) for t in ("dynamo", "llm-d-helm", "llm-d-kustomize")
-         if not (p.stem.startswith("trtllm") and t != "dynamo")]
+CASES = COMBOS
 
 
 def test_cases_cover_every_backend_mode_and_target():
     covered = {(name.split("_")[0], name.split("_")[1], target) for name, target in CASES}
     assert {(b, m) for b, m, _ in covered} == {(b, m) for b in ("vllm", "sglang", "trtllm") for m in ("agg", "disagg")}
     assert {t for _, _, t in covered} == {"dynamo", "llm-d-helm", "llm-d-kustomize"}
+    names = {name for name, _ in CASES}
+    assert {"vllm_disagg_multinode", "sglang_agg_multinode", "vllm_agg_encode", "trtllm_disagg_encode"} <= names
+
+
+def test_no_orphan_golden_folders():
+    """A removed or renamed example must not leave a snapshot nobody checks."""
+    assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == sorted(f"{n}-{t}" for n, t in CASES)
 
 
 @pytest.mark.parametrize("name, target", CASES)

@@ -70,7 +70,7 @@ def test_global_writes_and_role_reads():
 @pytest.mark.parametrize("text, line, fragment", [
     ("[agg] max_batch_size = max_batch_sise\n", 1, "unknown name 'max_batch_sise'"),
     ("\n[agg] nonsense_key = 1\n", 2, "unknown worker key"),
-    ("[agg, encode] max_batch_size = 1\n", 1, "scope roles"),
+    ("[agg, embed] max_batch_size = 1\n", 1, "scope roles"),
     ("[agg] max_batch_size = __import__('os')\n", 1, "only calls"),
     ("SlaConfig.isl == 3\n", 1, "expected"),
     ("[agg] SlaConfig.isl = 3\n", 1, "global write"),
