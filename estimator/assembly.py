@@ -78,7 +78,8 @@ def _ops(m: dict, d: Deploy, tokens: int, context: bool, batch: int, seq: int) -
            ("qkv_gemm", "gemm", gemm(tokens, (heads + 2 * kv_heads) * m["head_dim"], h), L)]
     if context:
         ops.append(("attention", "attention", {**base, "fmha_quant": d.fmha_quant, "kv_quant": d.kv_quant, "head_dim": m["head_dim"],
-                                               "window": 0, "kv_heads": kv_heads, "heads": heads, "isl": seq, "batch": batch}, L))
+                                               "window": 0, "kv_heads": kv_heads, "heads": heads, "isl": seq, "batch": batch,
+                                               "qk_norm": bool(m.get("qk_norm", False))}, L))
     else:
         ops.append(("attention", "generation_attention", {**base, "kv_quant": d.kv_quant, "head_dim": m["head_dim"], "window": 0,
                                                           "kv_heads": kv_heads, "heads": heads, "batch": batch, "seq": seq}, L))

@@ -210,6 +210,8 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
     from flows.config import ConfigError, load_pipeline_config
     from flows.pipeline import PipelineBusy, run_pipeline
 
+    if runner not in ("local", "dask"):
+        fail(f"--runner {runner!r}: expected local or dask", code=EXIT_USAGE, as_json=as_json)
     try:
         settings = load_pipeline_config(config, warehouse=warehouse, out=out)
         if models:
@@ -218,9 +220,11 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
             from flows.backfill import parse_day
 
             parse_day(window["since"], "--since")
+            if window.get("until"):
+                parse_day(window["until"], "--until")
         with _spinner(not as_json, "backfill" if window else "run"):
             result = run_pipeline(settings, runner=runner, address=address, backfill=window)
-    except (ConfigError, BackfillError, ValueError) as exc:
+    except (ConfigError, BackfillError) as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
     except PipelineBusy as exc:
         fail(str(exc), as_json=as_json)
@@ -229,7 +233,8 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
     else:
         for stage in result["stages"]:
             typer.echo(f"{stage['stage']:<10} {stage['status']:<8} {stage['seconds']:>8.2f} s", err=True)
-        typer.echo(f"summary written to {result['summary']}")
+        if result.get("summary"):
+            typer.echo(f"summary written to {result['summary']}")
         if result.get("site"):
             typer.echo(f"site written to {result['site']}")
     failed = result["ingest"]["failed_batches"] or result.get("gate") == "fail"

@@ -6,7 +6,36 @@ from typing import Any
 
 from generator.errors import GeneratorError
 from generator.mapping import BACKENDS, load_mapping
+from generator.multinode import multinode_form
 from generator.schema import ROLES, did_you_mean, load_schema
+
+
+# Keys whose effect is the per-node launch of a worker spanning nodes: explain shows those flags.
+_MULTINODE_KEYS = {"NodeConfig.node_ips", "NodeConfig.master_port", "NodeConfig.num_gpus_per_node"}
+
+
+def _merge(spans: list[dict[str, Any]], span: dict[str, Any], version: str) -> None:
+    """Append `version` to the last span when it says the same, else start a new span."""
+    if spans and {k: v for k, v in spans[-1].items() if k != "versions"} == span:
+        spans[-1]["versions"].append(version)
+    else:
+        spans.append({**span, "versions": [version]})
+
+
+def _multinode_flags(backend: str, versions: list[str]) -> list[dict[str, Any]]:
+    """Per version: the leader's and a follower's rendezvous flags, or why there are none."""
+    form, spans = multinode_form(backend), []
+    for version in versions:
+        reason = form.unavailable(version)
+        if reason:
+            span: dict[str, Any] = {"flag": None, "reason": reason}
+        else:
+            ranks = [" ".join(form.flags_for(version, 2, rank, "<addr>", "<port>", "explain")) for rank in (0, 1)]
+            span = {"flag": f"rank 0: {ranks[0]} | rank 1: {ranks[1]}"}
+            if form.requires is not None:
+                span["when"] = form.requires.source
+        _merge(spans, span, version)
+    return spans
 
 
 def _all_keys() -> list[str]:
@@ -38,12 +67,14 @@ def explain(key: str) -> dict[str, Any]:
                 span = {"flag": found[0] if found else None}
                 if found and found[1].value is not None:
                     span["value"] = found[1].value.source
-                if spans and {k: v for k, v in spans[-1].items() if k != "versions"} == span:
-                    spans[-1]["versions"].append(version)
-                else:
-                    spans.append({**span, "versions": [version]})
+                _merge(spans, span, version)
             result["flags"][backend] = spans
+    if key in _MULTINODE_KEYS:
+        result["flags"] = {b: _multinode_flags(b, mapping.backends[b]["versions"]) for b in BACKENDS}
     return result
+
+
+_NOTES = (("value", "value: "), ("when", "only when "), ("reason", ""))
 
 
 def format_explain(info: dict[str, Any]) -> str:
@@ -53,6 +84,6 @@ def format_explain(info: dict[str, Any]) -> str:
     for backend, spans in info.get("flags", {}).items():
         for span in spans:
             versions = span["versions"][0] if len(span["versions"]) == 1 else f"{span['versions'][0]}..{span['versions'][-1]}"
-            value = f"  (value: {span['value']})" if "value" in span else ""
+            value = "".join(f"  ({label}{span[k]})" for k, label in _NOTES if k in span)
             lines.append(f"  {backend} {versions}: {span['flag'] or '(not supported)'}{value}")
     return "\n".join(lines)

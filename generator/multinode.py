@@ -39,11 +39,15 @@ class MultinodeForm:
     since: str | None
     until: str | None
     unsupported: str | None
+    requires: Expr | None = None  # over the worker's parameters, e.g. no data parallelism
+    requires_reason: str = ""
 
-    def unavailable(self, version: str) -> str | None:
-        """None when `version` has a per-node launch, else the reason."""
+    def unavailable(self, version: str, params: dict | None = None) -> str | None:
+        """None when `version` (and the worker's `params`) have a per-node launch, else the reason."""
         if self.unsupported:
             return self.unsupported
+        if self.requires is not None and not self.requires.evaluate(lambda n: (params or {}).get(n)):
+            return f"{self.backend}: {self.requires_reason}"
         if not in_span(parse_version(version, "version"), self.since, self.until):
             span = " and ".join(p for p in (self.since and f">= {self.since}", self.until and f"< {self.until}") if p)
             return f"{self.backend} {version} has no per-node multi-node launch flags (needs {span})"
@@ -70,9 +74,17 @@ class MultinodeForm:
 def parse_form(backend: str, raw: object) -> MultinodeForm:
     """Validate backends.<backend>.multinode; every problem names the mapping file and the entry."""
     where = f"{MAPPING_FILE}: backends.{backend}.multinode"
-    if not isinstance(raw, dict) or not raw.keys() <= {"flags", "since", "until", "unsupported"} \
+    if not isinstance(raw, dict) or not raw.keys() <= {"flags", "since", "until", "unsupported", "requires"} \
             or ("flags" in raw) == ("unsupported" in raw):
-        raise GeneratorError(where, "expected `flags: [...]` (with optional since/until) or `unsupported: reason`")
+        raise GeneratorError(where, "expected `flags: [...]` (optional since/until/requires) or `unsupported: reason`")
+    requires, reason = None, ""
+    if "requires" in raw:
+        if not isinstance(raw["requires"], dict) or set(raw["requires"]) != {"expr", "reason"}:
+            raise GeneratorError(f"{where}.requires", "expected {expr: <expression over worker keys>, reason: text}")
+        requires, reason = parse_expr(str(raw["requires"]["expr"]), f"{where}.requires.expr"), raw["requires"]["reason"]
+        unknown = requires.names - set(load_mapping().params)
+        if unknown:
+            raise GeneratorError(f"{where}.requires.expr", f"unknown worker keys {sorted(unknown)}")
     for bound in ("since", "until"):
         if bound in raw:
             parse_version(raw[bound], f"{where}.{bound}")
@@ -87,7 +99,8 @@ def parse_form(backend: str, raw: object) -> MultinodeForm:
         if unknown:
             raise GeneratorError(f"{here}.value", f"unknown names {sorted(unknown)}; known: {sorted(NAMES)}")
         flags.append(NodeFlag(entry["flag"], entry.get("kind", "value"), value, entry.get("since"), entry.get("until")))
-    return MultinodeForm(backend, tuple(flags), raw.get("since"), raw.get("until"), raw.get("unsupported"))
+    return MultinodeForm(backend, tuple(flags), raw.get("since"), raw.get("until"), raw.get("unsupported"),
+                         requires, reason)
 
 
 @lru_cache(maxsize=None)

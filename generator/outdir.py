@@ -45,9 +45,11 @@ def read_manifest(out_dir: Path) -> list[str]:
 def remove_stale(out_dir: Path, previous: list[str], current: set[str]) -> list[str]:
     """Delete files of the previous generation that the new one does not write; returns warnings."""
     warnings = []
+    root = out_dir.resolve()
     for name in sorted(set(previous) - current):
         path = out_dir / name
-        if path.is_symlink() or not path.is_file():
+        redirected = path.exists() and path.resolve().parent != (root / name).parent  # a symlinked folder
+        if path.is_symlink() or not path.is_file() or redirected:
             if path.exists() or path.is_symlink():
                 warnings.append(f"WARNING: {name} was generated earlier but is no longer a plain file; left in place")
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -31,6 +31,7 @@ class Schema:
     top: dict[str, dict[str, Any]]
     sections: dict[str, dict[str, dict[str, Any]]]
     roles: dict[str, dict[str, Any]]
+    unsupported: dict[str, str] = field(default_factory=dict)  # reference inputs refused on purpose: why
 
     def spec(self, path: str) -> dict[str, Any] | None:
         """The spec of a dotted key path (`ServiceConfig.port`, `Workers.decode.max_batch_size`)."""
@@ -61,7 +62,7 @@ def load_schema() -> Schema:
         if key in roles:
             raise GeneratorError(f"{SCHEMA_FILE}: roles.{key}", "also declared in backend_config_mapping.yaml")
         roles[key] = param.schema
-    return Schema(_check_specs(raw["top"], f"{SCHEMA_FILE}: top"), sections, roles)
+    return Schema(_check_specs(raw["top"], f"{SCHEMA_FILE}: top"), sections, roles, dict(raw.get("unsupported", {})))
 
 
 def did_you_mean(name: str, known: list[str]) -> str:
@@ -128,6 +129,8 @@ def check_document(doc: Any, where: str) -> None:
                 if sub not in fields:
                     raise GeneratorError(f"{key}.{sub}", "unknown key" + did_you_mean(str(sub), list(fields)))
                 check_value(item, fields[sub], f"{key}.{sub}")
+        elif key in schema.unsupported:
+            raise GeneratorError(str(key), f"not supported: {schema.unsupported[key]}")
         else:
             raise GeneratorError(str(key), "unknown top-level key" + did_you_mean(str(key), known))
 

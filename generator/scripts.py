@@ -31,10 +31,12 @@ def _blocker(dep: Deployment, plan: list[list[Placement]]) -> str | None:
     spanning = [p for node in plan for p in node if p.nnodes > 1]
     if not spanning:
         return None
-    first = spanning[0]
-    reason = multinode_form(dep.backend).unavailable(dep.runtime.data_version)
-    if reason:
-        return f"Workers.{first.role} spans several nodes and {reason}"
+    form = multinode_form(dep.backend)
+    params = {w.role: w.params for w in dep.workers}
+    for p in spanning:
+        reason = form.unavailable(dep.runtime.data_version, params[p.role])
+        if reason:
+            return f"Workers.{p.role} spans several nodes and {reason}"
     for p in spanning:
         if node_address(dep, p.first_node) is None:
             return (f"Workers.{p.role} replica {p.replica} spans nodes {p.first_node}-{p.first_node + p.nnodes - 1} "

@@ -60,6 +60,7 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
                      ingest.get("rows_quarantined"), ingest.get("rows_duplicate"), len(ingest.get("failed_batches", []))]])
     reports = [(f"{e['slug']}.html", f"{e['title']}: {e['summary']}") for e in ledgers]
     reports += [(f"{p.slug}.html", f"{p.title}: {p.summary}") for p in pages]
+    reports.append(("summary.md", "Run summary (Markdown: counts, warehouse contents, ledger cells)"))
     deployments = [(f"{d['folder']}/{f}", f"{d['name']} ({d['mode']}): {f}") for d in run.get("deployments", [])
                    for f in d["files"]]
     sections = [

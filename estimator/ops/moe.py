@@ -8,7 +8,7 @@ from estimator.curve1d import eval_curve
 from estimator.errors import EmpiricalUnavailableError, NoDataError
 from estimator.ops.base import OpModel
 from estimator.quant import quant_profile, util_level
-from estimator.transfer import feature_distance, pick_reference
+from estimator.transfer import feature_distance, log_spans, pick_reference
 from estimator.utilgrid import build_grid, query_util
 from estimator.sources import first_wins, table_info
 from estimator.sol import moe_sol
@@ -65,8 +65,8 @@ class MoeModel(OpModel):
             raise NoDataError(f"no moe_perf slice for {where}")
         tokens, sol_fn = q["tokens"], self._sol_fn(est, key)
         lat, miss = eval_curve(rows["num_tokens"].to_numpy(), rows["latency"].to_numpy(), tokens, sol_fn)
-        small = tokens <= MIN_LATENCY_MAX_TOKENS
-        if key["quant"] == "nvfp4" and bool(key["gated"]) and small.any():
+        small = self._min_latency_rows(key, tokens)
+        if small.any():
             fast = self._slice(self._table(est, key, "min_latency"), key)
             if fast.height:
                 flat, fmiss = eval_curve(fast["num_tokens"].to_numpy(), fast["latency"].to_numpy(), tokens[small], sol_fn)
@@ -74,18 +74,24 @@ class MoeModel(OpModel):
         return lat, miss
 
 
-    def _grid(self, est, key, slice_key, sol_key, shared: bool = False):
+    @staticmethod
+    def _min_latency_rows(key, tokens):
+        """Queries the min-latency kernel table answers first (trtllm nvfp4 gated, few tokens)."""
+        return (tokens <= MIN_LATENCY_MAX_TOKENS) & (key["quant"] == "nvfp4") & bool(key["gated"])
+
+    def _grid(self, est, key, slice_key, sol_key, shared: bool = False, kind=None):
         """Token-axis util grid of one own-version slice, utils priced with sol_key's quant and shape."""
+        kind = bool(slice_key["gated"]) if kind is None else kind
 
         def build():
-            rows = self._slice(self._table(est, key, bool(key["gated"]), shared=shared), slice_key)
+            rows = self._slice(self._table(est, key, kind, shared=shared), slice_key)
             if not rows.height:
                 return None
             tokens = rows["num_tokens"].to_numpy()
             return build_grid(tokens[:, None], self._sol_fn(est, sol_key)(tokens) / rows["latency"].to_numpy())
 
         ident = tuple(slice_key[c] for c in self.group_keys) + tuple(sol_key[c] for c in self.group_keys)
-        return est.memo(("moe_grid", shared, *ident), build)
+        return est.memo(("moe_grid", shared, kind, *ident), build)
 
     def empirical(self, est, key, q, shared=False):
         """Own slice's util grid, else the transfer ladder over sibling slices (features topk, E, h, inter)."""
@@ -93,21 +99,34 @@ class MoeModel(OpModel):
         sol = self.sol(est, key, q)
         own = self._grid(est, key, key, key, shared)
         if own is not None:
-            return sol / query_util(own, tokens), "empirical"
-        df = self._table(est, key, bool(key["gated"]), shared=shared)
+            lat = sol / query_util(own, tokens)
+            small = self._min_latency_rows(key, q["tokens"])
+            fast = self._grid(est, key, key, key, shared, kind="min_latency") if small.any() else None
+            if fast is not None:
+                lat[small] = sol[small] / query_util(fast, tokens[small])
+            return lat, "empirical"
         same = (pl.col("moe_tp_size") == int(key["tp"])) & (pl.col("moe_ep_size") == int(key["ep"]))
-        siblings = df.filter(same).select("moe_dtype", *FEATURES).unique(maintain_order=True)
-        slices = {quant: [] for quant in df["moe_dtype"].unique(maintain_order=True).to_list()}
-        for quant, *feats in siblings.iter_rows():
-            slices.setdefault(quant, []).append(tuple(feats))
+        gating, slices = {}, {}  # both kernel families are candidates; quant order is table order, own gating first
+        for gated in (bool(key["gated"]), not bool(key["gated"])):
+            df = self._table(est, key, gated, shared=shared)
+            for quant in df["moe_dtype"].unique(maintain_order=True).to_list():
+                slices.setdefault(quant, [])
+            for quant, *feats in df.filter(same).select("moe_dtype", *FEATURES).unique(maintain_order=True).iter_rows():
+                if (quant, tuple(feats)) not in gating:
+                    gating[(quant, tuple(feats))] = gated
+                    slices[quant].append(tuple(feats))
         query_feats = tuple(float(key[c]) for c in FEATURE_KEYS)
         slices = {quant: fs for quant, fs in slices.items() if fs}
         candidates = [(quant, f) for quant, fs in slices.items() for f in fs]
 
         def grid_for(quant, feats, same_profile):
-            best = feats if feats is not None else min(slices[quant], key=lambda f: feature_distance(f, query_feats))
-            slice_key = {**key, "quant": quant, **dict(zip(FEATURE_KEYS, best))}
+            if feats is None:  # xprofile: that quant's nearest slice, log features normalised over its slices
+                span = log_spans(slices[quant])
+                feats = min(slices[quant], key=lambda f: feature_distance(f, query_feats, span))
+            best = feats
+            slice_key = {**key, "quant": quant, **dict(zip(FEATURE_KEYS, best)), "gated": gating[(quant, tuple(best))]}
             sol_key = {**slice_key, "quant": key["quant"]} if same_profile else slice_key
+            sol_key = {**sol_key, "gated": key["gated"]}
             return self._grid(est, key, slice_key, sol_key, shared)
 
         ref = pick_reference("moe", key["quant"], candidates, query_feats, grid_for)

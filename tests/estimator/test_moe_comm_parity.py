@@ -91,12 +91,14 @@ def test_custom_allreduce_silicon_matches_reference(wheel_est, oracle, system, b
 
 @pytest.mark.parametrize("mode", ["EMPIRICAL", "HYBRID"])
 def test_moe_empirical_and_hybrid_match_reference(wheel_est, oracle, mode):
-    """Own-slice util grids, single-feature shape transfer and quant/profile transfer (labels included)."""
+    """Own-slice util grids, shape transfer (one or several features differ; both kernel families are
+    candidates) and quant/profile transfer (labels included)."""
     base = dict(system="h200_sxm", backend="trtllm", version="1.3.0rc20", distribution="power_law_1.2", gated=True,
                 topk=8, experts=128, hidden=4096, inter=1536, tp=1, ep=8)
     worst, count = 0.0, 0
     for quant in ("fp8", "bfloat16", "fp8_block", "int4_wo", "nvfp4", "w4afp8", "w4a16_mxfp4"):
-        for var in ({}, {"inter": 1600}, {"experts": 100}, {"tp": 2, "ep": 4}):
+        for var in ({}, {"inter": 1600}, {"experts": 100}, {"tp": 2, "ep": 4}, {"hidden": 2048, "topk": 6},
+                    {"hidden": 2048, "inter": 2000, "experts": 64}, {"topk": 10, "experts": 160, "inter": 2000}):
             key = {**base, **var, "quant": quant}
             for tokens in (1, 5, 300, 3000, 50_000):
                 ref, prov = oracle.moe(**key, tokens=tokens, mode=mode)

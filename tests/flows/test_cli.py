@@ -50,3 +50,12 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "no such file or directory" in _json(missing)["error"]
     assert runner.invoke(app, ["ingest"]).exit_code == 2
     assert runner.invoke(app, ["tables", "--bogus"]).exit_code == 2
+
+
+def test_run_and_backfill_usage_errors_exit_2(tmp_path: Path) -> None:
+    bad_runner = runner.invoke(app, ["run", "--runner", "spark", "--json"])
+    assert bad_runner.exit_code == 2 and _json(bad_runner)["error"] == "--runner 'spark': expected local or dask"
+    bad_until = runner.invoke(app, ["backfill", "--since", "2026-01-01", "--until", "soon", "--out", str(tmp_path)])
+    assert bad_until.exit_code == 2 and "--until 'soon': expected a date YYYY-MM-DD" in bad_until.output
+    bad_config = runner.invoke(app, ["run", "--config", str(tmp_path / "none.yaml")])
+    assert bad_config.exit_code == 2 and "none.yaml: cannot read pipeline config" in bad_config.output

@@ -66,3 +66,39 @@ def test_explain_text_and_json():
     assert invoke("--explain", "ServiceConfig.port").exit_code == 0
     missing = invoke("--explain", "ServiceConfig.prot")
     assert missing.exit_code == 1 and "did you mean 'ServiceConfig.port'" in missing.output
+
+
+def test_regeneration_reports_removed_stale_files_in_json(tmp_path):
+    assert invoke(str(EXAMPLES / "sglang_disagg.yaml"), "--out", str(tmp_path)).exit_code == 0
+    result = invoke(str(EXAMPLES / "sglang_agg.yaml"), "--out", str(tmp_path), "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert any("removed stale cli_args_prefill.yaml" in w for w in payload["warnings"])
+    assert not (tmp_path / "cli_args_prefill.yaml").exists()
+
+
+def test_cli_and_pure_api_are_one_code_path(tmp_path):
+    """Reference defect 4: the two entry points filtered keys differently; here the CLI writes exactly
+    what render_document returns for the same input, byte for byte."""
+    from generator.api import build_document, render_document
+    from generator.yamlio import load_yaml_file
+
+    source = EXAMPLES / "vllm_disagg_multinode.yaml"
+    assert invoke(str(source), "--out", str(tmp_path), "--set", "WorkerConfig.decode_workers=3").exit_code == 0
+    expected = render_document(build_document(load_yaml_file(source), ["WorkerConfig.decode_workers=3"]),
+                               str(source)).files
+    written = {str(p.relative_to(tmp_path)): p.read_text() for p in tmp_path.rglob("*")
+               if p.is_file() and not p.name.startswith(".")}
+    assert written == expected
+
+
+def test_explain_shows_the_per_node_launch_flags():
+    info = json.loads(invoke("--explain", "NodeConfig.master_port", "--json").stdout)
+    vllm = {v: s for s in info["flags"]["vllm"] for v in s["versions"]}
+    assert vllm["0.11.0"]["flag"] is None and "needs >= 0.12.0" in vllm["0.11.0"]["reason"]
+    assert "--node-rank 1 --master-addr <addr> --master-port <port> --headless" in vllm["0.12.0"]["flag"]
+    assert vllm["0.12.0"]["when"] == "(data_parallel_size or 1) == 1"
+    assert "--dist-init-addr <addr>:<port>" in info["flags"]["sglang"][0]["flag"]
+    assert info["flags"]["trtllm"][0]["flag"] is None and "MPI" in info["flags"]["trtllm"][0]["reason"]
+    text = invoke("--explain", "NodeConfig.node_ips").stdout
+    assert "(only when (data_parallel_size or 1) == 1)" in text

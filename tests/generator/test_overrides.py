@@ -1,7 +1,7 @@
 """--set parsing and precedence: file < --set < promoted flags."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generator.errors import GeneratorError, UsageError
@@ -47,6 +47,7 @@ def test_command_line_wins_over_file_and_promoted_flags_win_over_set():
     assert "port: 9000" in cfg and "backend: trtllm" in cfg
 
 
+@settings(max_examples=30, deadline=None)  # renders a whole deployment per example: no per-example deadline
 @given(st.integers(min_value=1, max_value=65535))
 def test_set_port_reaches_the_frontend(port):
     files = render(minimal(), [f"ServiceConfig.port={port}"]).files

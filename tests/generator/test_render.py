@@ -143,8 +143,9 @@ def test_explain_shows_exactly_what_deploys():
     assert spans[-1]["flag"] in args
 
 
-def test_generator_config_reloads_to_identical_artifacts():
-    first = render(example("trtllm_disagg"))
+@pytest.mark.parametrize("name, target", COMBOS)
+def test_generator_config_reloads_to_identical_artifacts(rendered, name, target):
+    first = rendered[name, target]
     again = render(yaml.safe_load(first.files["generator_config.yaml"]))
     assert again.files == first.files
 

@@ -18,8 +18,8 @@ RUNTIME = {"runtime_image": "img:1", "backend_version": "0.20.1", "dynamo_versio
     ({"K8sConfg": {}}, "K8sConfg", "did you mean 'K8sConfig'"),
     ({"Workers": {"decod": {}}}, "Workers.decod", "did you mean 'decode'"),
     ({"Workers": {"agg": {"max_batch_sise": 8}}}, "Workers.agg.max_batch_sise", "did you mean 'max_batch_size'"),
-    ({"Params": {"x": 1}}, "Params", "unknown top-level key"),
-    ({"SflowConfig": {}}, "SflowConfig", "unknown top-level key"),
+    ({"Params": {"x": 1}}, "Params", "not supported: raw deep-merge"),
+    ({"SflowConfig": {}}, "SflowConfig", "not supported: the Slurm sflow target"),
 ])
 def test_unknown_keys_are_rejected_with_path_and_suggestion(patch, where, hint):
     doc = {**minimal(), **patch}

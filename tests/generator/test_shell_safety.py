@@ -47,6 +47,16 @@ FIELDS = {
     "attention_backend": ("sglang_agg", "dynamo", _set(("Workers", "agg", "attention_backend"))),
     "extra_cli_args item": ("vllm_agg", "dynamo", lambda d, v: d["Workers"]["agg"].update(extra_cli_args=["--x", v])),
     "model_uri": ("vllm_disagg", "llm-d-helm", _set(("LlmdConfig", "model_uri"))),
+    # master addresses of workers spanning nodes (per-node rendezvous flags in run_<n>.sh)
+    "node_ips master (vllm)": ("vllm_disagg_multinode", "dynamo",
+                               lambda d, v: d["NodeConfig"]["node_ips"].__setitem__(0, v)),
+    "node_ips master (sglang)": ("sglang_agg_multinode", "dynamo",
+                                 lambda d, v: d["NodeConfig"]["node_ips"].__setitem__(2, v)),
+    "head_node_ip as master": ("sglang_agg_multinode", "dynamo", lambda d, v: (
+        d["WorkerConfig"].update(agg_workers=1), d["NodeConfig"].pop("node_ips"),
+        d["ServiceConfig"].update(head_node_ip=v))),
+    "encode extra_cli_args item": ("vllm_agg_encode", "dynamo",
+                                   lambda d, v: d["Workers"]["encode"].update(extra_cli_args=["--x", v])),
 }
 PLACEHOLDER = "benign value"
 
@@ -65,6 +75,7 @@ def test_hostile_strings_never_change_the_script_parse(field, value):
     apply(benign_doc, PLACEHOLDER)
     apply(hostile_doc, value)
     benign = render(benign_doc, target=target)
+    assert target != "dynamo" or "run_0.sh" in benign.files, "the field must reach a run script"
     try:
         evil = render(hostile_doc, target=target)
     except GeneratorError as exc:  # validation refused it: must say which field
