@@ -1,8 +1,9 @@
 """Benchmark: build the Kimi-K3 ledger on a warm warehouse (target <= 2 s), side by side with a full
 re-derivation from the curated tables and with reading the same lanes straight from the Parquet tree.
 
-Usage: .venv/bin/python benchmarks/ledger.py [--warehouse DIR] [--runs N]
-Without --warehouse (or $PERFLEDGER_WAREHOUSE) a temporary warehouse is filled from ../shared first.
+Usage: .venv/bin/python benchmarks/ledger.py [--warehouse DIR] [--runs N] [--tree shared|aic-package]
+Without --warehouse (or $PERFLEDGER_WAREHOUSE) a temporary warehouse is filled from the tree first
+(../shared's perf DB, or the installed wheel's with `--tree aic-package`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ def main() -> None:
     parser.add_argument("--warehouse", default=os.environ.get("PERFLEDGER_WAREHOUSE"))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--model", default="kimi-k3")
+    parser.add_argument("--tree", choices=("shared", "aic-package"), default="shared")
     args = parser.parse_args()
+    tree_root = SHARED_TREE
+    if args.tree == "aic-package":
+        from estimator.specs import wheel_systems_dir
+
+        tree_root = wheel_systems_dir() / "data"
 
     import polars as pl
 
@@ -50,8 +57,8 @@ def main() -> None:
     wh = Warehouse(root)
     if not wh.curated_tables():
         start = time.perf_counter()
-        ingest([str(SHARED_TREE)], wh)
-        print(f"filled {root} from ../shared in {time.perf_counter() - start:.1f} s")
+        ingest([str(tree_root)], wh)
+        print(f"filled {root} from {args.tree} in {time.perf_counter() - start:.1f} s")
     spec = find_spec(args.model)
     current_cells(wh, spec, record=True)  # warm-up: OS cache, Delta logs, stored state and inputs key
 
@@ -59,7 +66,7 @@ def main() -> None:
         tables = {}
         for table in dict.fromkeys(l.table for l in spec.lanes):
             parts = []
-            for path in SHARED_TREE.glob(f"*/*/*/*/{table}.parquet"):
+            for path in tree_root.glob(f"*/*/*/*/{table}.parquet"):
                 system, _family, backend, version = path.parts[-5:-1]
                 if system in spec.systems:
                     df = pl.read_parquet(path)

@@ -59,3 +59,17 @@ def query_util(grid: UtilGrid, coords: np.ndarray) -> np.ndarray:
     blended = (w * grid.util[idx[:, :2]]).sum(axis=1) / w.sum(axis=1)
     return np.where(exact, grid.util[idx[:, 0]], blended)
 
+
+
+def curve_estimate(sizes: np.ndarray, lats: np.ndarray, sol_slice, sol_query, x: np.ndarray) -> np.ndarray:
+    """EMPIRICAL over one 1-D slice (comm message sizes): SOL_query(x) / util(x), util = SOL_slice / lat.
+
+    sol_slice prices the slice's own samples and sol_query the query (they differ when a fan-out beyond
+    the data borrows the boundary slice); raises ValueError when the slice holds no usable sample.
+    """
+    sizes = np.asarray(sizes, dtype=np.float64)
+    grid = build_grid(sizes[:, None], sol_slice(sizes) / np.asarray(lats, dtype=np.float64))
+    if grid is None:
+        raise ValueError("empty util grid")
+    x = np.asarray(x, dtype=np.float64)
+    return sol_query(x) / query_util(grid, x[:, None])

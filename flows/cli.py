@@ -59,7 +59,6 @@ def _run_ingest(sources: list[str], warehouse: str | None, identity: dict, as_js
     from warehouse.lock import WarehouseBusy
     from warehouse.paths import resolve_root
     from warehouse.store import Warehouse, WarehouseError
-    from deltalake.exceptions import DeltaError
 
     target = Warehouse(resolve_root(warehouse)) if write else None
     bar, progress = _progress(not as_json)
@@ -71,7 +70,7 @@ def _run_ingest(sources: list[str], warehouse: str | None, identity: dict, as_js
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
     except (WarehouseBusy, WarehouseError) as exc:
         fail(str(exc), code=EXIT_FAILURE, as_json=as_json)
-    except (DeltaError, OSError) as exc:  # disk full, permissions: the Delta commit never happened
+    except OSError as exc:  # disk full, permissions outside a Delta commit (lock file, raw input copy)
         fail(f"cannot write warehouse {target.root if target else ''}: {exc} (the batch was not recorded; re-run once fixed)",
              code=EXIT_FAILURE, as_json=as_json)
     finally:

@@ -10,7 +10,7 @@ from ledger.specs import ModelSpec
 STATUSES = ("done", "partial", "failed", "missing", "unexpected")
 CELL_FIELDS = ("lane", "system", "backend", "version", "rows", "kernel_sources", "status", "claim", "dtypes",
                "dtype_rows", "phases", "first_ingest", "last_ingest", "batch_ids", "meta_status",
-               "meta_collected_at", "meta_image", "suffix_violations")
+               "meta_collected_at", "meta_image", "suffix_violations", "failed_cases")
 REMOVAL_KINDS = ("prune", "replace", "recollect")
 
 

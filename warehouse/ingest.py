@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -16,6 +16,7 @@ from warehouse.validate import finalise_window
 
 WINDOW_ROWS = 1_500_000
 OnCommit = Callable[[Warehouse, list[str]], None]
+PrepareMap = Callable[[list[BatchSource]], Iterable[PreparedBatch | BatchError]]
 
 
 @dataclass
@@ -68,35 +69,62 @@ def known_hashes(warehouse: Warehouse) -> set[str]:
     return set(warehouse.read_table("batches")["content_hash"].to_list())
 
 
+def prepare_in_order(batches: list[BatchSource]) -> Iterator[PreparedBatch | BatchError]:
+    """The default PrepareMap: prepare each batch here, one after the other."""
+    catalog = load_catalog()
+    for batch in batches:
+        try:
+            yield prepare_batch(batch, catalog)
+        except (BatchError, CatalogError) as exc:
+            yield BatchError(str(exc))
+
+
 def ingest(sources: Iterable[str], warehouse: Warehouse | None, *, system: str | None = None,
            backend: str | None = None, version: str | None = None, on_commit: OnCommit | None = None,
-           progress: Callable[[int, int], None] | None = None) -> IngestReport:
-    """Ingest every batch under `sources`; with `warehouse=None` only validate (nothing written)."""
+           progress: Callable[[int, int], None] | None = None,
+           prepare_map: PrepareMap = prepare_in_order) -> IngestReport:
+    """Ingest every batch under `sources`; with `warehouse=None` only validate (nothing written).
+
+    `prepare_map` prepares the new batches and yields them (or their BatchError) in the given order;
+    a task runner can fan the preparation out (flows/partitioned.py) while validation and commits
+    stay here, so every runner produces the same warehouse.
+    """
     catalog = load_catalog()
     batches, failures = discover_all(sources, catalog, system=system, backend=backend, version=version)
     report = IngestReport(batches=len(batches) + len(failures))
     report.failed_batches = [{"source": f.source, "error": f.error} for f in failures]
     if warehouse is None:
-        _prepare_windows(batches, catalog, set(), report, lambda window: None, progress)
+        _prepare_windows(batches, catalog, set(), report, lambda window: None, progress, prepare_map)
         return report
     with run_lock(warehouse.root, purpose="ingest"):
         buffer = CommitBuffer(warehouse)
-        _prepare_windows(batches, catalog, known_hashes(warehouse), report, buffer.add_window, progress)
+        _prepare_windows(batches, catalog, known_hashes(warehouse), report, buffer.add_window, progress, prepare_map)
         buffer.close()
     if on_commit and report.batch_ids:
         on_commit(warehouse, report.batch_ids)
     return report
 
 
+def _new_batches(batches: list[BatchSource], known: set[str]) -> list[BatchSource]:
+    """Batches whose content is not in the warehouse yet (nor earlier in this run)."""
+    seen, todo = set(known), []
+    for batch in batches:
+        if batch.content_hash() not in seen:
+            seen.add(batch.content_hash())
+            todo.append(batch)
+    return todo
+
+
 def _prepare_windows(batches: list[BatchSource], catalog: Catalog, known: set[str], report: IngestReport,
-                     sink: Callable[[list[PreparedBatch]], None], progress: Callable[[int, int], None] | None) -> None:
+                     sink: Callable[[list[PreparedBatch]], None], progress: Callable[[int, int], None] | None,
+                     prepare_map: PrepareMap) -> None:
     """Prepare new batches in windows of about WINDOW_ROWS rows; validate and hand each window on.
 
     The sink (the Delta writes) of one window runs in a second thread while the next window is read
     and validated: both sides spend their time in Arrow/Polars/Delta code that releases the GIL. At
     most one window is being written, so memory stays bounded at about two windows.
     """
-    seen = set(known)
+    todo = _new_batches(batches, known)
     window: list[PreparedBatch] = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit") as writer:
         in_flight: Future | None = None
@@ -111,18 +139,13 @@ def _prepare_windows(batches: list[BatchSource], catalog: Catalog, known: set[st
             in_flight = writer.submit(sink, list(window))
             window.clear()
 
-        for done, batch in enumerate(batches, 1):
+        for done, (batch, prepared) in enumerate(zip(todo, prepare_map(todo), strict=True), 1):
             if progress:
-                progress(done, len(batches))
-            digest = batch.content_hash()
-            if digest in seen:
+                progress(done, len(todo))
+            if isinstance(prepared, BatchError):
+                report.failed_batches.append({"source": batch.source, "error": str(prepared)})
                 continue
-            seen.add(digest)
-            try:
-                window.append(prepare_batch(batch, catalog))
-            except (BatchError, CatalogError) as exc:
-                report.failed_batches.append({"source": batch.source, "error": str(exc)})
-                continue
+            window.append(prepared)
             if sum(p.rows_in for p in window) >= WINDOW_ROWS:
                 close_window()
         if window:

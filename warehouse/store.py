@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 from deltalake import DeltaTable, WriterProperties, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from schemas.catalog import check_safe_name
 
@@ -150,8 +150,8 @@ class Warehouse:
                 writer_properties=WriterProperties(compression="ZSTD", compression_level=1),
                 schema_mode="merge" if mode == "append" else None,
             )
-        except OSError as exc:
-            raise WarehouseError(f"cannot write {uri}: {exc}") from exc
+        except (OSError, DeltaError) as exc:  # disk full and permission errors arrive as either
+            raise WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}") from exc
         return DeltaTable(str(uri)).version()
 
     def write_table(self, name: str, df: pl.DataFrame, *, mode: str = "append",

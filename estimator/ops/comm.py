@@ -11,11 +11,12 @@ import numpy as np
 import polars as pl
 
 from estimator.curve1d import eval_curve
-from estimator.errors import NoDataError
+from estimator.errors import EmpiricalUnavailableError, NoDataError
 from estimator.ops.base import OpModel
 from estimator.quant import quant_profile
 from estimator.sol import nccl_sol
 from estimator.sources import first_wins
+from estimator.utilgrid import curve_estimate
 
 TABLE = "nccl_perf"
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "alltoall")
@@ -41,11 +42,9 @@ class NcclModel(OpModel):
 
         return est.memo(("nccl_rows", system), build)
 
-    def silicon(self, est, key, q):
+    def _curve(self, est, key) -> tuple[int, pl.DataFrame]:
+        """(collected GPU count m that prices the query, its message-size curve); a typed miss otherwise."""
         n = int(key["num_gpus"])
-        elements = q["elements"].astype(np.float64)
-        if n <= 1:
-            return np.zeros(q.height), np.zeros(q.height, dtype=bool)
         rows = self._rows(est, key["system"]).filter(
             (pl.col("op_name") == key["op"]) & (pl.col("nccl_dtype") == key["quant"])
         )
@@ -56,9 +55,31 @@ class NcclModel(OpModel):
         if n not in counts and n < top:
             raise NoDataError(f"nccl_perf {key['system']} {key['op']} {key['quant']}: num_gpus={n} not collected (have {counts})")
         m = min(n, top)
-        curve = rows.filter(pl.col("num_gpus") == m).sort("message_size", maintain_order=True)
+        return m, rows.filter(pl.col("num_gpus") == m)  # file order (the util grid's tie-break)
+
+    def silicon(self, est, key, q):
+        n = int(key["num_gpus"])
+        elements = q["elements"].astype(np.float64)
+        if n <= 1:
+            return np.zeros(q.height), np.zeros(q.height, dtype=bool)
+        m, curve = self._curve(est, key)
+        curve = curve.sort("message_size", maintain_order=True)
         lat, miss = eval_curve(curve["message_size"].to_numpy(), curve["latency"].to_numpy(), elements, lambda x: x)
         if n > m:
             spec = est.spec(key["system"])
             lat = lat * ((n - 1) / n * m / (m - 1) * spec.p2p_bw(m) / spec.p2p_bw(n))
         return lat, miss
+
+    def empirical(self, est, key, q, shared=False):
+        """Util grid over the slice's message sizes; a fan-out beyond the data borrows the top slice (xshape)."""
+        n = int(key["num_gpus"])
+        if n <= 1:
+            return np.zeros(q.height), "sol"
+        try:
+            m, curve = self._curve(est, key)
+        except NoDataError as exc:
+            raise EmpiricalUnavailableError(str(exc)) from exc
+        spec, mem = est.spec(key["system"]), quant_profile("comm", key["quant"]).memory
+        sol_at = lambda gpus: lambda x: nccl_sol(key["op"], x, np.full(len(x), gpus), mem, spec)[0]  # noqa: E731
+        lat = curve_estimate(curve["message_size"].to_numpy(), curve["latency"].to_numpy(), sol_at(m), sol_at(n), q["elements"])
+        return lat, "xshape" if n > m else "empirical"

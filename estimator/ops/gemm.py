@@ -9,6 +9,7 @@ from estimator.errors import EmpiricalUnavailableError, NoDataError
 from estimator.nesting import nested_order
 from estimator.ops.base import OpModel
 from estimator.quant import quant_profile, util_level
+from estimator.quantize import overhead
 from estimator.sites import build_sites, silicon
 from estimator.sol import gemm_sol
 from estimator.transfer import pick_reference
@@ -20,8 +21,9 @@ NEST = ["gemm_dtype", "m", "n", "k"]
 
 class GemmModel(OpModel):
     name = "gemm"
-    group_keys = ("system", "backend", "version", "quant")
+    group_keys = ("system", "backend", "version", "quant", "low_precision_input")
     value_columns = ("m", "n", "k")
+    defaults = {"low_precision_input": False}
 
     def _roof(self, est, system: str, quant: str):
         spec = est.spec(system)
@@ -42,7 +44,7 @@ class GemmModel(OpModel):
     def silicon(self, est, key, q):
         quant = key["quant"]
         if quant == "fp8_static":
-            raise NoDataError("gemm quant fp8_static (fp8 table minus quantize overheads) is not supported yet")
+            return self._fp8_static(est, key, q)
 
         def build():
             rows = self._rows(est, key, quant, shared=True)
@@ -56,6 +58,15 @@ class GemmModel(OpModel):
 
         sites = est.memo(("gemm_sites", key["system"], key["backend"], key["version"], quant), build)
         return silicon(sites, q["m"], q["n"], q["k"])
+
+    def _fp8_static(self, est, key, q, base=None):
+        """fp8 GEMM minus compute_scale (and scale_matrix for low-precision inputs), floored at SOL."""
+        lat, miss = self.silicon(est, {**key, "quant": "fp8"}, q) if base is None else (base, None)
+        where = (key["system"], key["backend"], key["version"])
+        lat = lat - overhead(est, *where, "compute_scale", q["m"], q["k"])
+        if bool(key["low_precision_input"]):
+            lat = lat - overhead(est, *where, "scale_matrix", q["m"], q["k"])
+        return np.maximum(lat, self.sol(est, key, q)), miss
 
     def _grid(self, est, key, ref_quant: str, sol_quant: str, shared: bool = False):
         """Util grid over ref_quant's own-version samples, utils priced with sol_quant's roofline."""
@@ -74,6 +85,9 @@ class GemmModel(OpModel):
 
     def empirical(self, est, key, q, shared=False):
         quant = key["quant"]
+        if quant == "fp8_static":  # the fp8 estimate minus the quantize overheads, like SILICON
+            lat, label = self.empirical(est, {**key, "quant": "fp8"}, q, shared)
+            return self._fp8_static(est, key, q, base=lat)[0], label
         coords = np.column_stack([q["m"], q["n"], q["k"]])
         sol = self.sol(est, key, q)
         own = self._grid(est, key, quant, quant, shared)
