@@ -16,7 +16,7 @@ import polars as pl
 import yaml
 
 from estimator.batch import estimate
-from estimator.errors import EstimatorError
+from estimator.errors import EstimatorError, UnsupportedModelError
 from estimator.sol import elementwise_bytes, mem_op_latency
 from estimator.specs import REPO_ROOT, wheel_systems_dir
 
@@ -60,6 +60,11 @@ def load_model(name: str) -> dict:
     cfg = json.loads(path.read_text())
     arch = (cfg.get("architectures") or ["?"])[0]
     family = _catalog()["architectures"].get(arch)
+    gap = (_catalog().get("unsupported") or {}).get(arch)
+    if family is None and gap is not None:
+        hint = f"; {gap['instead']}" if gap.get("instead") else ""
+        raise UnsupportedModelError(f"{path}: static estimates for {arch} need op families not priced yet: "
+                                    f"{'; '.join(gap['needs'])}{hint}")
     if family is None:
         raise EstimatorError(f"{path}: architecture {arch!r} not in {MODELS_YAML.name}")
     dims = {k: cfg.get(v) for k, v in _catalog()["fields"].items()}

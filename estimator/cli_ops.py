@@ -19,6 +19,8 @@ def register_ops(est_app: typer.Typer) -> None:
         m: Optional[int] = typer.Option(None, help="Tokens (rows of A)"),
         n: Optional[int] = typer.Option(None, help="Output features"),
         k: Optional[int] = typer.Option(None, help="Input features"),
+        low_precision_input: bool = typer.Option(False, "--low-precision-input",
+                                                 help="fp8_static: the input is already low precision (also minus scale_matrix)"),
         mode: str = typer.Option("silicon", help=MODE_HELP),
         data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
         warehouse: Optional[str] = typer.Option(None, "--warehouse", help="Warehouse root"),
@@ -26,7 +28,8 @@ def register_ops(est_app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON"),
     ) -> None:
         """GEMM latency: {"latency_ms", "sol_ms", "source"}."""
-        base = dict(system=system, backend=backend, version=version, quant=quant, m=m, n=n, k=k)
+        base = dict(system=system, backend=backend, version=version, quant=quant, m=m, n=n, k=k,
+                    low_precision_input=low_precision_input)
         run_queries("gemm", base, data, warehouse, mode, as_json, queries)
 
     @est_app.command("moe")

@@ -25,3 +25,7 @@ class UnknownQuantError(EstimatorError):
 
 class MissingFlopsError(EstimatorError):
     """The system spec has no positive tensor-core FLOP/s for the quant's compute dtype."""
+
+
+class UnsupportedModelError(EstimatorError):
+    """The model's layer needs op families (tables) the static assembler does not price yet."""

@@ -1,9 +1,10 @@
 """fp8_static GEMM overheads: the quantize tables (compute_scale, scale_matrix) over an (m, k) grid.
 
 fp8_static is priced as the fp8 GEMM minus the activation-scale computation (and minus the scaling
-pass for low-precision-input GEMMs), floored at the GEMM SOL. Each overhead is a bilinear blend inside
-its (m, k) grid; beyond it compute_scale (a delta) is held flat at the clamped point and scale_matrix
-is scaled by its roofline ratio m·k / (m_edge·k_edge).
+pass for low-precision-input GEMMs), floored at the GEMM SOL. SILICON: each overhead is a bilinear blend
+inside its (m, k) grid; beyond it compute_scale (a delta) is held flat at the clamped point and
+scale_matrix is scaled by its roofline ratio m·k / (m_edge·k_edge). EMPIRICAL: compute_scale is the
+nearest sample (normalised log space) scaled by m·k ratio, scale_matrix a util grid (SOL = 3·m·k / B).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from estimator.errors import NoDataError
+from estimator.utilgrid import build_grid, query_util
 
 OVERHEADS = {"compute_scale": ("computescale_perf", False), "scale_matrix": ("scale_matrix_perf", True)}
 
@@ -56,3 +58,36 @@ def overhead(est, system: str, backend: str, version: str, name: str, m, k, quan
         i = int(np.flatnonzero(np.isnan(out))[0])
         raise NoDataError(f"{table} {system}/{backend}/{version}: no grid corners around m={m[i]:g}, k={k[i]:g}")
     return out * (m * k) / (mc * kc) if scaled else out
+
+
+def overhead_empirical(est, system: str, backend: str, version: str, name: str, m, k, quant: str = "fp8") -> np.ndarray:
+    """EMPIRICAL latency (ms) of one quantize overhead (own version only).
+
+    compute_scale: the nearest sample in min-max normalised log (m, k), zero latencies included (a zero
+    delta stays zero), scaled by m·k / (m_s·k_s). scale_matrix: a util grid with util ∝ m·k / latency
+    (the roofline 3·m·k / B up to a constant that cancels).
+    """
+    table, _ = OVERHEADS[name]
+
+    def build():
+        df = est.table(system, backend, version, table, shared=False).filter(pl.col("quant_dtype") == quant)
+        if not df.height:
+            raise NoDataError(f"no {table} rows for {system}/{backend}/{version} quant_dtype={quant}")
+        coords = np.column_stack([df["m"].to_numpy(), df["k"].to_numpy()]).astype(np.float64)
+        lat = df["latency"].to_numpy()
+        with np.errstate(divide="ignore"):
+            grid = build_grid(coords, coords[:, 0] * coords[:, 1] / lat)
+        logc = np.log(coords)
+        lo, span = logc.min(axis=0), logc.max(axis=0) - logc.min(axis=0)
+        span[span == 0] = 1.0
+        return grid, (logc - lo) / span, lo, span, coords, lat
+
+    grid, points, lo, span, coords, lat = est.memo(("quantize_empirical", system, backend, version, table, quant), build)
+    m, k = np.asarray(m, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    if name == "scale_matrix":
+        if grid is None:
+            raise NoDataError(f"{table} {system}/{backend}/{version}: no positive latency to build a util grid")
+        return m * k / query_util(grid, np.column_stack([m, k]))
+    q = np.clip((np.log(np.maximum(np.column_stack([m, k]), 1e-9)) - lo) / span, 0.0, 1.0)
+    nearest = np.array([int(np.argmin(((points - row) ** 2).sum(axis=1))) for row in q], dtype=np.int64)
+    return lat[nearest] * (m * k) / (coords[nearest, 0] * coords[nearest, 1])

@@ -74,7 +74,7 @@ def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "
     from pathlib import Path
 
     from ledger.decisions import ordered
-    from ledger.matrix.compare import model_disagreements
+    from ledger.matrix.explain import model_disagreements
     from ledger.matrix.store import SnapshotError, labels, read_snapshot
     from ledger.matrix.summary import model_block
     from ledger.record import stored_events

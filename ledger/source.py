@@ -11,7 +11,7 @@ import polars as pl
 
 from ledger.cells import CELLS_SCHEMA, derive_cells
 from ledger.meta import latest_meta
-from ledger.specs import LINEAGE, ModelSpec
+from ledger.specs import ModelSpec
 
 CELLS_TABLE = "ledger_cells"
 EVENTS_TABLE = "ledger_events"
@@ -98,7 +98,7 @@ def lane_columns(spec: ModelSpec, table: str, available: list[str]) -> list[str]
     """The columns the cells of the spec's lanes on `table` use (partition, lineage, filters, dtype,
     kernel source, phase), in the table's own order -- so the first `*_dtype` column stays first.
     Reading only these cuts a wide table's read (moe_perf) several-fold."""
-    wanted = {"kernel_source", "phase", *LINEAGE}
+    wanted = {"kernel_source", "phase", "system", "backend", "version", "row_version", "batch_id", "ingested_at"}
     for lane in spec.lanes:
         if lane.table == table:
             wanted |= set(lane.filter) | ({lane.dtype_column} if lane.dtype_column else set())

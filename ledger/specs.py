@@ -80,6 +80,8 @@ class MatrixNeeds:
     requires: tuple[str, ...] = ()
     ops: tuple[OpNeed, ...] = ()
     lanes: tuple[str, ...] = ()
+    quant: dict[str, str] = field(default_factory=dict)  # needs.yaml quant labels: gemm, moe, kv, fmha, comm, ...
+    derive: bool = True  # price the ops derived from the model's config (ledger/matrix/needs.yaml)
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,7 @@ def _matrix(raw: Any, lane_ids: set[str]) -> MatrixNeeds:
     if raw is None:
         return MatrixNeeds()
     if not isinstance(raw, dict):
-        raise LaneSpecError("matrix: expected a mapping with requires / ops / lanes")
+        raise LaneSpecError("matrix: expected a mapping with requires / quant / ops / lanes / derive")
     ops = []
     for i, need in enumerate(raw.get("ops", []) or []):
         w = f"matrix.ops[{i}]"
@@ -185,7 +187,13 @@ def _matrix(raw: Any, lane_ids: set[str]) -> MatrixNeeds:
     unknown = sorted(set(lanes) - lane_ids)
     if unknown:
         raise LaneSpecError(f"matrix.lanes: {unknown} are not lanes of this spec")
-    return MatrixNeeds(_strings(raw.get("requires", []) or [], "matrix.requires"), tuple(ops), lanes)
+    quant = raw.get("quant", {}) or {}
+    if not isinstance(quant, dict) or not all(isinstance(v, str) for v in quant.values()):
+        raise LaneSpecError(f"matrix.quant: expected a mapping role -> quant label, got {quant!r}")
+    derive = raw.get("derive", True)
+    if not isinstance(derive, bool):
+        raise LaneSpecError(f"matrix.derive: expected true or false, got {derive!r}")
+    return MatrixNeeds(_strings(raw.get("requires", []) or [], "matrix.requires"), tuple(ops), lanes, dict(quant), derive)
 
 
 def parse_spec(raw: Any, path: Path, columns: dict[str, frozenset[str]] | None = None) -> ModelSpec:

@@ -83,6 +83,7 @@ def report_context(spec: ModelSpec, cells: pl.DataFrame, events: pl.DataFrame, d
         "cells": [{k: c[k] for k in CELL_FIELDS} for c in cells.iter_rows(named=True)],
         "inventory": inventory(cells),
         "totals": {"cells": cells.height, "rows": int(cells["rows"].sum()) if cells.height else 0,
+                   "failed_cases": int(cells["failed_cases"].fill_null(0).sum()) if cells.height else 0,
                    **{s: int(cells.filter(pl.col("status") == s).height) for s in STATUSES}},
         "mismatches": mismatches(cells),
         "events": events.sort("at").to_dicts() if events.height else [],

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import polars as pl
 import yaml
 
 from schemas.catalog import Catalog, CatalogError

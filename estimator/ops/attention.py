@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from estimator.attention_side import side_latency
-from estimator.grid import evaluate, rows_grid, table_slice
+from estimator.grid import evaluate, rows_grid
+from estimator.lanes import lane_slice
 from estimator.ops.base import OpModel
 from estimator.sol import context_attention_sol
 
@@ -51,7 +52,7 @@ class ContextAttentionModel(OpModel):
         def build():
             filters = {"attn_dtype": key["fmha_quant"], "kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]),
                        "window_size": int(key["window"]), "num_key_value_heads": int(key["kv_heads"])}
-            rows = table_slice(est, key["system"], key["backend"], key["version"], TABLE, filters)
+            rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters)
             sol = self._sol_fn(est, key)
             return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["isl"], c["batch_size"])), sqrt_axes=("isl",))
 

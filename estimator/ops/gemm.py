@@ -9,7 +9,7 @@ from estimator.errors import EmpiricalUnavailableError, NoDataError
 from estimator.nesting import nested_order
 from estimator.ops.base import OpModel
 from estimator.quant import quant_profile, util_level
-from estimator.quantize import overhead
+from estimator.quantize import overhead, overhead_empirical
 from estimator.sites import build_sites, silicon
 from estimator.sol import gemm_sol
 from estimator.transfer import pick_reference
@@ -59,13 +59,18 @@ class GemmModel(OpModel):
         sites = est.memo(("gemm_sites", key["system"], key["backend"], key["version"], quant), build)
         return silicon(sites, q["m"], q["n"], q["k"])
 
-    def _fp8_static(self, est, key, q, base=None):
-        """fp8 GEMM minus compute_scale (and scale_matrix for low-precision inputs), floored at SOL."""
+    def _fp8_static(self, est, key, q, base=None, empirical_overheads=False):
+        """fp8 GEMM minus compute_scale (and scale_matrix for low-precision inputs), floored at SOL.
+
+        base=None: SILICON (fp8 sites); else a given fp8 estimate. The overheads use their grid lookups,
+        except in EMPIRICAL mode proper (empirical_overheads), which uses their EMPIRICAL rules.
+        """
         lat, miss = self.silicon(est, {**key, "quant": "fp8"}, q) if base is None else (base, None)
+        lookup = overhead_empirical if empirical_overheads else overhead
         where = (key["system"], key["backend"], key["version"])
-        lat = lat - overhead(est, *where, "compute_scale", q["m"], q["k"])
+        lat = lat - lookup(est, *where, "compute_scale", q["m"], q["k"])
         if bool(key["low_precision_input"]):
-            lat = lat - overhead(est, *where, "scale_matrix", q["m"], q["k"])
+            lat = lat - lookup(est, *where, "scale_matrix", q["m"], q["k"])
         return np.maximum(lat, self.sol(est, key, q)), miss
 
     def _grid(self, est, key, ref_quant: str, sol_quant: str, shared: bool = False):
@@ -87,7 +92,7 @@ class GemmModel(OpModel):
         quant = key["quant"]
         if quant == "fp8_static":  # the fp8 estimate minus the quantize overheads, like SILICON
             lat, label = self.empirical(est, {**key, "quant": "fp8"}, q, shared)
-            return self._fp8_static(est, key, q, base=lat)[0], label
+            return self._fp8_static(est, key, q, base=lat, empirical_overheads=not shared)[0], label
         coords = np.column_stack([q["m"], q["n"], q["k"]])
         sol = self.sol(est, key, q)
         own = self._grid(est, key, quant, quant, shared)

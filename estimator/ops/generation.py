@@ -1,21 +1,31 @@
 """Generation (decode) attention: a raw Grid over [num_heads][batch][kv step], averaged over 5 samples.
 
-The silicon value at sequence length s is the mean over kv lengths spread ±10% around s - 1.
-Known gap: the reference's exact sampling rule is not reproduced; answers agree within ~0.1%.
+The silicon value at sequence length s is the mean over 5 kv steps: the integer points of an even
+5-point spread between int(0.9·s) and int(1.1·s), each minus one (the reference's sampling rule).
+Measured rows are raised to their SOL at load (the reference clamps generation attention, not context).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
-from estimator.grid import evaluate, rows_grid, table_slice
+from estimator.grid import evaluate, rows_grid
+from estimator.lanes import lane_slice
 from estimator.ops.attention import KV_BYTES
 from estimator.ops.base import OpModel
 from estimator.sol import generation_attention_sol
 
 TABLE = "generation_attention_perf"
 AXES = ("num_heads", "batch_size", "step")
-SPREAD = np.linspace(-0.1, 0.1, 5)
+SPREAD = (0.9, 1.1)  # the sampled sequence range, as fractions of s
+SAMPLES = 5
+
+
+def kv_samples(seq: int) -> np.ndarray:
+    """The 5 kv steps averaged for sequence length `seq` (truncated spread ends, truncated points, minus one)."""
+    lo, hi = int(seq * SPREAD[0]), int(seq * SPREAD[1])
+    return np.linspace(lo, hi, SAMPLES).astype(np.int64) - 1
 
 
 class GenerationAttentionModel(OpModel):
@@ -37,8 +47,10 @@ class GenerationAttentionModel(OpModel):
         def build():
             filters = {"kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]), "window_size": int(key["window"]),
                        "num_key_value_heads": int(key["kv_heads"])}
-            rows = table_slice(est, key["system"], key["backend"], key["version"], TABLE, filters)
+            rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters)
             sol = self._sol_fn(est, key)
+            floor = sol(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["step"].to_numpy() + 1)
+            rows = rows.with_columns(pl.Series("latency", np.maximum(rows["latency"].to_numpy(), floor)))  # SOL clamp
             return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["batch_size"], c["step"] + 1)))
 
         return est.memo(("gen_grid", *(key[c] for c in self.group_keys)), build)
@@ -47,7 +59,7 @@ class GenerationAttentionModel(OpModel):
         grid = self._grid(est, key)
         out = np.empty(q.height)
         for i, (h, b, s) in enumerate(zip(q["heads"], q["batch"], q["seq"])):
-            samples = [evaluate(grid, {"num_heads": int(h), "batch_size": int(b), "step": max(kv, 1.0)})[0]
-                       for kv in (s - 1) * (1 + SPREAD) - 1]
+            samples = [evaluate(grid, {"num_heads": int(h), "batch_size": int(b), "step": int(kv)})[0]
+                       for kv in kv_samples(int(s))]
             out[i] = np.nan if any(v is None for v in samples) else float(np.mean(samples))
         return out, np.isnan(out)

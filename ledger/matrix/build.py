@@ -1,22 +1,26 @@
 """Our own support matrix: model x system x backend x version x mode, priced by the estimator.
 
-PASS when every op the model needs is priced from collected data (SILICON), HYBRID_PASS when some op
-needs a transfer (Source = the weakest tier used), FAIL naming the missing op/slice, HW_INCOMPATIBLE
-when the system lacks tensor cores for a dtype the model needs natively. Ops without an estimator model
-(the spec's `matrix.lanes`) count as priced when the ledger cell of that lane holds rows.
+Every op the model's layers need (ledger/matrix/needs.py: GEMMs, GQA/MLA attention in context and
+generation, MoE, the mode's comm) is asked SILICON first, then HYBRID. PASS when all are SILICON,
+HYBRID_PASS (Source = the weakest tier used) when some need a transfer, FAIL naming the first unpriced
+op and its table/slice -- an op the estimator has no model for is a FAIL that says so, never a PASS by
+omission -- and HW_INCOMPATIBLE from the hardware rules in rules.yaml.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable
 
 import polars as pl
 
+from ledger.matrix.needs import Need, derive_needs, load_config, load_needs, model_dims
 from ledger.matrix.rules import MatrixRules, load_rules
 from ledger.specs import ModelSpec, OpNeed
 
 Estimate = Callable[[str, pl.DataFrame, str], pl.DataFrame]  # (op, queries, mode) -> frame with `source`
+NO_OP_MODEL = "the estimator has no {op!r} op model"
 
 
 def combinations(partitions: pl.DataFrame, spec: ModelSpec, rules: MatrixRules) -> list[tuple[str, str, str]]:
@@ -25,16 +29,32 @@ def combinations(partitions: pl.DataFrame, spec: ModelSpec, rules: MatrixRules) 
     return sorted(keep.select("system", "backend", "version").unique().iter_rows())
 
 
-def hw_gap(spec: ModelSpec, system: str, flops: dict[str, float]) -> str | None:
-    """The HW_INCOMPATIBLE reason, or None: every required dtype needs positive tensor-core FLOP/s."""
-    missing = [d for d in spec.matrix.requires if not flops.get(d)]
-    if not missing:
-        return None
-    return f"{system} has no {'/'.join(d.upper() for d in missing)} tensor cores, required by {spec.model}"
+def required_dtypes(spec: ModelSpec, rules: MatrixRules | None = None) -> list[str]:
+    """Natively needed dtypes: the spec's `requires` plus those its quant labels imply (rules order)."""
+    rules = rules or load_rules()
+    implied = {rules.quant_dtypes[q] for q in spec.matrix.quant.values() if q in rules.quant_dtypes}
+    wanted = set(spec.matrix.requires) | implied
+    return [d for d in rules.hardware if d in wanted] + sorted(wanted - set(rules.hardware))
+
+
+def hw_gap(spec: ModelSpec, system: str, flops: dict[str, float], rules: MatrixRules | None = None) -> str | None:
+    """The HW_INCOMPATIBLE reason, or None: a needed dtype needs positive tensor-core FLOP/s (or a listed
+    software fallback on that system), and the system's kernels must run the model's quant labels."""
+    rules = rules or load_rules()
+    missing = [d for d in required_dtypes(spec, rules)
+               if not flops.get(d) and system not in rules.hardware.get(d, {}).get("software_fallback", ())]
+    if missing:
+        return f"{system} has no {'/'.join(d.upper() for d in missing)} tensor cores, required by {spec.model}"
+    quant = {**load_needs()["quant_defaults"], **spec.matrix.quant}
+    blocked = [f"{role} quant {quant[role]}" for role, labels in rules.unsupported_quants.get(system, {}).items()
+               if quant.get(role) in labels]
+    if blocked:
+        return f"{system} kernels do not support {', '.join(blocked)}, required by {spec.model}"
+    return None
 
 
 def need_queries(need: OpNeed, system: str, backend: str, version: str) -> pl.DataFrame:
-    """The need's value grid (cross product) with its slice keys and the cell's system/backend/version."""
+    """An explicit spec need's value grid (cross product) with its slice keys and the cell's keys."""
     cols = list(need.values)
     grid = pl.DataFrame([dict(zip(cols, combo)) for combo in product(*need.values.values())])
     return grid.with_columns(system=pl.lit(system), backend=pl.lit(backend), version=pl.lit(version),
@@ -47,22 +67,48 @@ def weakest(tiers: list[str], order: tuple[str, ...]) -> str:
     return max(tiers, key=lambda t: rank.get(t, len(order)))
 
 
-def price(estimate: Estimate, need: OpNeed, cell: tuple[str, str, str], order: tuple[str, ...]) -> tuple[str | None, str | None]:
+def price(estimate: Estimate, op: str, queries: pl.DataFrame, order: tuple[str, ...]) -> tuple[str | None, str | None]:
     """(tier, None) when priced, (None, reason) when not: SILICON first, then HYBRID."""
     from estimator.errors import EstimatorError
 
-    queries = need_queries(need, *cell)
     try:
-        estimate(need.op, queries, "silicon")
+        estimate(op, queries, "silicon")
         return "silicon", None
     except EstimatorError as exc:
         first = str(exc)
     try:
-        out = estimate(need.op, queries, "hybrid")
+        out = estimate(op, queries, "hybrid")
     except EstimatorError as exc:
         second = str(exc)
-        return None, f"{need.op}: {second if second.startswith(first) else f'{first}; hybrid: {second}'}"
+        return None, second if second.startswith(first) else f"{first}; hybrid: {second}"
     return weakest(out["source"].unique().to_list(), order), None
+
+
+@dataclass
+class Pricer:
+    """Prices needs for one build, remembering answers (agg and disagg share most queries)."""
+
+    estimate: Estimate
+    known_ops: frozenset[str]
+    order: tuple[str, ...]
+    memo: dict = field(default_factory=dict)
+
+    def need(self, need: Need, cell: tuple[str, str, str]) -> tuple[str | None, str | None]:
+        label = f"{need.name} ({need.phase}, {need.table})"
+        if need.op not in self.known_ops:
+            return None, f"{label}: {NO_OP_MODEL.format(op=need.op)}"
+        key = (need.op, need.query, cell)
+        if key not in self.memo:
+            q = pl.DataFrame([{"system": cell[0], "backend": cell[1], "version": cell[2], **dict(need.query)}])
+            self.memo[key] = price(self.estimate, need.op, q, self.order)
+        tier, err = self.memo[key]
+        return tier, None if tier else f"{label}: {err}"
+
+    def explicit(self, need: OpNeed, cell: tuple[str, str, str]) -> tuple[str | None, str | None]:
+        if need.op not in self.known_ops:
+            return None, f"{need.op}: {NO_OP_MODEL.format(op=need.op)}"
+        tier, err = price(self.estimate, need.op, need_queries(need, *cell), self.order)
+        return tier, None if tier else f"{need.op}: {err}"
 
 
 def lane_versions(spec: ModelSpec, lane_id: str, cell: tuple[str, str, str]) -> list[str]:
@@ -73,39 +119,55 @@ def lane_versions(spec: ModelSpec, lane_id: str, cell: tuple[str, str, str]) -> 
     return list(dict.fromkeys([version, *pinned]))
 
 
-def judge(spec: ModelSpec, cell: tuple[str, str, str], estimate: Estimate, flops: dict[str, float],
-          lane_rows: dict[tuple, int], rules: MatrixRules) -> tuple[str, str, str]:
-    """(Status, ErrMsg, Source) of one system/backend/version."""
-    system = cell[0]
-    gap = hw_gap(spec, system, flops)
-    if gap:
-        return "HW_INCOMPATIBLE", gap, ""
-    tiers, errors = [], []
-    for need in spec.matrix.ops:
-        tier, error = price(estimate, need, cell, rules.source_tiers)
-        tiers.append(tier) if tier else errors.append(error)
+def model_needs(spec: ModelSpec, modes: tuple[str, ...]) -> dict[str, list[Need]]:
+    """Per mode, the ops the model's layers need (empty when the spec sets `matrix.derive: false`)."""
+    if not spec.matrix.derive:
+        return {m: [] for m in modes}
+    doc = load_needs()
+    config, source = load_config(spec.model)
+    dims = model_dims(config, source, doc["dims"])
+    return {m: derive_needs(spec.architecture, dims, spec.matrix.quant, m, doc) for m in modes}
+
+
+def judge(spec: ModelSpec, cell: tuple[str, str, str], needs: list[Need], pricer: Pricer,
+          lane_rows: dict[tuple, int]) -> tuple[str, str, str]:
+    """(Status, ErrMsg, Source) of one system/backend/version/mode (hardware already checked)."""
+    tiers, errors, unpriced = [], [], []
+    for need in needs:
+        tier, error = pricer.need(need, cell)
+        tiers.append(tier) if tier else (errors.append(error), unpriced.append(f"{need.name}/{need.phase}"))
+    for op_need in spec.matrix.ops:
+        tier, error = pricer.explicit(op_need, cell)
+        tiers.append(tier) if tier else (errors.append(error), unpriced.append(op_need.op))
     for lane_id in spec.matrix.lanes:
         versions = lane_versions(spec, lane_id, cell)
-        if any(lane_rows.get((lane_id, system, cell[1], v), 0) > 0 for v in versions):
+        if any(lane_rows.get((lane_id, cell[0], cell[1], v), 0) > 0 for v in versions):
             tiers.append("silicon")
         else:
-            errors.append(f"lane {lane_id} ({spec.lane(lane_id).table}): no collected rows for {system}/{cell[1]} "
+            errors.append(f"lane {lane_id} ({spec.lane(lane_id).table}): no collected rows for {cell[0]}/{cell[1]} "
                           f"at {', '.join(versions)}")
+            unpriced.append(f"lane {lane_id}")
     if errors:
-        return "FAIL", "; ".join(errors), ""
-    tier = weakest(tiers, rules.source_tiers) if tiers else "silicon"
+        more = f" [+{len(unpriced) - 1} more unpriced: {', '.join(unpriced[1:])}]" if len(unpriced) > 1 else ""
+        return "FAIL", errors[0] + more, ""
+    tier = weakest(tiers, pricer.order) if tiers else "silicon"
     return ("PASS", "", "silicon") if tier == "silicon" else ("HYBRID_PASS", "", tier)
 
 
 def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Estimate,
                flops_by_system: dict[str, dict[str, float]], lane_rows: dict[tuple, int],
-               rules: MatrixRules | None = None) -> pl.DataFrame:
+               rules: MatrixRules | None = None, known_ops: frozenset[str] | None = None) -> pl.DataFrame:
     """Matrix rows (the 10 support-matrix columns), both modes for every combination."""
+    from estimator.ops import registry
+
     rules = rules or load_rules()
+    pricer = Pricer(estimate, known_ops if known_ops is not None else frozenset(registry()), rules.source_tiers)
+    needs = model_needs(spec, rules.modes)
     rows = []
     for cell in cells:
-        status, err, source = judge(spec, cell, estimate, flops_by_system.get(cell[0], {}), lane_rows, rules)
         command = f"perfledger matrix build {spec.model} --system {cell[0]} --backend {cell[1]} --version {cell[2]}"
+        gap = hw_gap(spec, cell[0], flops_by_system.get(cell[0], {}), rules)
         for mode in rules.modes:
+            status, err, source = ("HW_INCOMPATIBLE", gap, "") if gap else judge(spec, cell, needs[mode], pricer, lane_rows)
             rows.append(dict(zip(rules.columns, (spec.model, spec.architecture, *cell, mode, status, err, command, source))))
     return pl.DataFrame(rows, schema=dict.fromkeys(rules.columns, pl.String))

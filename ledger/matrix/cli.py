@@ -121,6 +121,7 @@ def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names
     from estimator.sources import WarehouseSource
     from estimator.specs import load_spec
     from ledger.matrix.build import build_rows, combinations
+    from ledger.matrix.needs import NeedsError
     from ledger.matrix.rules import load_rules
     from ledger.matrix.store import BUILT_SOURCE, store_snapshot
     from ledger.matrix.summary import summarize
@@ -144,8 +145,11 @@ def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names
         cells = build_cells(wh, spec)
         lane_rows = {(c["lane"], c["system"], c["backend"], c["version"]): c["rows"] for c in cells.iter_rows(named=True)}
         flops = {s: load_spec(s).flops for s in spec.systems}
-        frames.append(build_rows(spec, combinations(partitions, spec, rules),
-                                 lambda op, q, mode: estimate(est, op, q, mode=mode), flops, lane_rows, rules))
+        try:
+            frames.append(build_rows(spec, combinations(partitions, spec, rules),
+                                     lambda op, q, mode: estimate(est, op, q, mode=mode), flops, lane_rows, rules))
+        except NeedsError as exc:
+            fail(f"{spec.path.name}: {exc}", as_json=as_json)
     frame = pl.concat(frames).with_columns(source_file=pl.lit("perfledger"), source_line=pl.int_range(pl.len()) + 1)
     with run_lock(wh.root, purpose="matrix build"):
         store_snapshot(wh, frame, label, BUILT_SOURCE)

@@ -95,18 +95,7 @@ def error_signature(err_msg: str | None, limit: int = 200) -> str:
 
 
 def model_disagreements(ours: pl.DataFrame, imported: pl.DataFrame, model: str) -> dict:
-    """Where our matrix and an imported one disagree for one model, with both sides' reasons."""
-    key = list(load_rules().key)
-    mine = ours.filter(pl.col("HuggingFaceID") == model)
-    theirs = imported.filter(pl.col("HuggingFaceID") == model)
-    diff = compare_matrices(theirs, mine)
-    why = {side: {tuple(r[c] for c in key): r["ErrMsg"] or r["Source"] or "" for r in frame.iter_rows(named=True)}
-           for side, frame in (("ours", mine), ("imported", theirs))}
-    rows = []
-    for r in diff.changed:
-        k = tuple(r[c] for c in key)
-        rows.append({**{c: r[c] for c in key[2:]}, "imported": r["old"], "ours": r["new"],
-                     "reason": why["ours"][k], "imported_reason": error_signature(why["imported"][k])})
-    shared = theirs.join(mine.select(key), on=key, how="semi").height
-    return {"agree": shared - len(rows), "disagree": rows, "only_ours": len(diff.added),
-            "only_imported": len(diff.removed)}
+    """Where our matrix and an imported one disagree (see ledger/matrix/explain.py, which owns it)."""
+    from ledger.matrix.explain import model_disagreements as explain
+
+    return explain(ours, imported, model)

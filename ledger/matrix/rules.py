@@ -38,6 +38,9 @@ class MatrixRules:
     blocking: tuple[Transition, ...]
     listed: tuple[Transition, ...]
     backends: tuple[str, ...]
+    hardware: dict[str, dict]  # dtype -> {software_fallback: [systems]}, in reason order
+    quant_dtypes: dict[str, str]  # quant label -> dtype it needs natively
+    unsupported_quants: dict[str, dict[str, tuple[str, ...]]]  # system -> role -> quant labels it cannot run
 
     def headers(self) -> dict[tuple[str, ...], int]:
         """Accepted header tuples -> their width (current first, then the legacy ones)."""
@@ -70,4 +73,8 @@ def load_rules(path: Path = RULES_FILE) -> MatrixRules:
         blocking=_transitions(raw["blocking"]),
         listed=_transitions(raw["listed"]),
         backends=tuple(raw["backends"]),
+        hardware={d: {"software_fallback": tuple((r or {}).get("software_fallback", []))} for d, r in raw["hardware"].items()},
+        quant_dtypes=dict(raw["quant_dtypes"]),
+        unsupported_quants={sys_: {role: tuple(q) for role, q in roles.items()}
+                            for sys_, roles in (raw.get("unsupported_quants") or {}).items()},
     )

@@ -33,10 +33,10 @@ class Oracle:
             raise
         return ms, handle.last_provenance()
 
-    def gemm(self, system, backend, version, quant, m, n, k, mode="SILICON"):
+    def gemm(self, system, backend, version, quant, m, n, k, mode="SILICON", low_precision_input=False):
         from aiconfigurator_core.sdk.operations import GEMM
 
-        op = GEMM("g", 1.0, int(n), int(k), self.common.GEMMQuantMode[quant])
+        op = GEMM("g", 1.0, int(n), int(k), self.common.GEMMQuantMode[quant], low_precision_input=bool(low_precision_input))
         return self.run(self.handle(system, backend, version, mode), op, m)
 
     def moe(self, system, backend, version, quant, distribution, gated, topk, experts, hidden, inter, tp, ep, tokens, mode="SILICON"):
@@ -67,6 +67,19 @@ class Oracle:
         handle = self.handle(system, backend, version, mode)
         try:
             return handle.evaluate_ops_json(self.build([op]), is_context=True, batch_size=int(batch), s=int(isl), x=int(batch * isl))[0][1]
+        except Exception as exc:
+            if "PerfDataNotAvailable" in type(exc).__name__:
+                return None
+            raise
+
+    def generation_attention(self, system, backend, version, kv, head_dim, window, kv_heads, heads, batch, seq):
+        from aiconfigurator_core import _aiconfigurator_core as core
+
+        op = core.GenerationAttention("g", 1.0, int(heads), int(kv_heads), self.common.KVCacheQuantMode[kv],
+                                      window_size=int(window), head_size=int(head_dim))
+        handle = self.handle(system, backend, version)
+        try:
+            return handle.evaluate_ops_json(self.build([op]), is_context=False, batch_size=int(batch), s=int(seq), x=int(batch))[0][1]
         except Exception as exc:
             if "PerfDataNotAvailable" in type(exc).__name__:
                 return None

@@ -51,7 +51,8 @@ def test_constant_util_tables_reproduce_twice_sol(h, s, b):
     assert got > 0
 
 
-ATTN_SLICES = [("h200_sxm", "trtllm", "1.3.0rc20"), ("b200_sxm", "trtllm", "1.3.0rc20"), ("h100_sxm", "sglang", "0.5.14")]
+ATTN_SLICES = [("h200_sxm", "trtllm", "1.3.0rc20"), ("b200_sxm", "trtllm", "1.3.0rc20"), ("h100_sxm", "sglang", "0.5.14"),
+               ("l40s", "vllm", "0.24.0")]
 SLICE_KEYS = ["attn_dtype", "kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads"]
 
 
@@ -98,5 +99,40 @@ def test_context_attention_matches_reference(wheel_est, oracle, system, backend,
                 continue
             ours, ref = _ours(wheel_est, row), oracle.context_attention(*args)
             assert ref is not None, f"reference misses an in-data query {row}"
+            worst, inside = max(worst, abs(ours - ref) / ref), inside + 1
+    assert worst <= 1e-6 and inside >= 30, (worst, inside)
+
+
+GEN_KEYS = ["kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads"]
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("system,backend,version", ATTN_SLICES)
+def test_generation_attention_matches_reference(wheel_est, oracle, system, backend, version):
+    """The 5-sample kv rule over in-data Grid answers (exact and interpolated heads/batch/seq), within 1e-6."""
+    from estimator.grid import interpolate
+    from estimator.ops.generation import GenerationAttentionModel, kv_samples
+
+    rng = np.random.default_rng(zlib.crc32(f"gen/{system}/{backend}".encode()))
+    table = wheel_est.table(system, backend, version, "generation_attention_perf", shared=True)
+    slices = table.select(GEN_KEYS).unique().sort(GEN_KEYS)
+    slices = slices.filter(pl.col("kv_cache_dtype").is_in(list(oracle.common.KVCacheQuantMode.__members__)))
+    worst, inside = 0.0, 0
+    for j in rng.choice(slices.height, min(10, slices.height), replace=False):
+        r = slices.row(int(j), named=True)
+        key = dict(system=system, backend=backend, version=version, kv_quant=r["kv_cache_dtype"], head_dim=r["head_dim"],
+                   window=r["window_size"], kv_heads=r["num_key_value_heads"])
+        grid = GenerationAttentionModel()._grid(wheel_est, key)
+        seen = table.filter(**{k: r[k] for k in GEN_KEYS})["num_heads"].unique().to_list()
+        for _ in range(10):
+            heads = int(rng.choice(seen)) if rng.random() < 0.6 else int(key["kv_heads"] * rng.integers(1, 9))
+            batch, seq = int(rng.choice([1, 3, 8, 64, 200])), int(np.exp(rng.uniform(np.log(3), np.log(60000))))
+            if any(interpolate(grid, {"num_heads": heads, "batch_size": batch, "step": int(kv)}) is None for kv in kv_samples(seq)):
+                continue
+            frame = pl.DataFrame({k: [v] for k, v in {**key, "heads": heads, "batch": batch, "seq": seq}.items()})
+            ours = estimate(wheel_est, "generation_attention", frame).item(0, "latency_ms")
+            ref = oracle.generation_attention(system, backend, version, key["kv_quant"], key["head_dim"], key["window"],
+                                              key["kv_heads"], heads, batch, seq)
+            assert ref is not None, f"reference misses an in-data query {key} h={heads} b={batch} s={seq}"
             worst, inside = max(worst, abs(ours - ref) / ref), inside + 1
     assert worst <= 1e-6 and inside >= 30, (worst, inside)

@@ -31,6 +31,15 @@ def test_hybrid_quant_transfer_label():
     assert out["source"] == "xprofile" and out["latency_ms"] == pytest.approx(0.272940, rel=1e-5)
 
 
+def test_fp8_static_low_precision_input_flag_matches_reference(oracle):
+    """fp8_static at an on-grid (m, k): fp8 minus compute_scale, and minus scale_matrix with the flag."""
+    for flag in ([], ["--low-precision-input"]):
+        res = _run("gemm", *H200, "--quant", "fp8_static", "--m", "4096", "--n", "4096", "--k", "4096", *flag, "--json")
+        assert res.exit_code == 0, res.output
+        ref, _ = oracle.gemm("h200_sxm", "trtllm", "1.3.0rc20", "fp8_static", 4096, 4096, 4096, low_precision_input=bool(flag))
+        assert json.loads(res.stdout)["latency_ms"] == pytest.approx(ref, rel=1e-9)
+
+
 def test_missing_quant_exits_1_and_names_it():
     res = _run("gemm", *H200, "--quant", "int4_wo", "--m", "64", "--n", "4096", "--k", "4096", "--json")
     assert res.exit_code == 1 and "int4_wo" in json.loads(res.stdout)["error"]

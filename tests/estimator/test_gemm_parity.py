@@ -24,9 +24,10 @@ SLICES = [
 ]
 
 
-def _compare(est, oracle, system, backend, version, quant, m, n, k, mode):
+def _compare(est, oracle, system, backend, version, quant, m, n, k, mode, lp=False):
     """Row-by-row: both miss, or both answer within REL (and with the same provenance label)."""
-    frame = pl.DataFrame({"system": system, "backend": backend, "version": version, "quant": quant, "m": m, "n": n, "k": k})
+    frame = pl.DataFrame({"system": system, "backend": backend, "version": version, "quant": quant, "m": m, "n": n, "k": k,
+                          "low_precision_input": lp})
     ours = []
     for i in range(frame.height):  # per row so one miss does not hide the others
         try:
@@ -36,7 +37,7 @@ def _compare(est, oracle, system, backend, version, quant, m, n, k, mode):
             ours.append((None, None))
     worst, answered = 0.0, 0
     for i, (lat, src) in enumerate(ours):
-        ref, prov = oracle.gemm(system, backend, version, quant, m[i], n[i], k[i], mode=mode)
+        ref, prov = oracle.gemm(system, backend, version, quant, m[i], n[i], k[i], mode=mode, low_precision_input=lp)
         assert (lat is None) == (ref is None), f"{system} {quant} m={m[i]} n={n[i]} k={k[i]}: ours {lat} ref {ref}"
         if ref is not None:
             answered += 1
@@ -69,3 +70,17 @@ def test_hybrid_empirical_gemm_match_reference(wheel_est, oracle, mode, quant):
     table = wheel_est.table("h200_sxm", "trtllm", "1.3.0rc20", "gemm_perf", shared=True)
     m, n, k = gemm_queries(rng, table["n"].unique().to_numpy(), table["k"].unique().to_numpy(), 120)
     assert _compare(wheel_est, oracle, "h200_sxm", "trtllm", "1.3.0rc20", quant, m, n, k, mode) == 120
+
+
+@pytest.mark.parametrize("system,backend,version", SLICES)
+def test_fp8_static_gemm_matches_reference(wheel_est, oracle, system, backend, version):
+    """fp8 GEMM minus compute_scale (and scale_matrix for low-precision inputs): inside, between and beyond
+    the quantize (m, k) grid; SILICON, HYBRID and EMPIRICAL (labels included)."""
+    rng = np.random.default_rng(zlib.crc32(f"fp8_static/{system}".encode()))
+    table = wheel_est.table(system, backend, version, "gemm_perf", shared=True)
+    answered = 0
+    for lp in (False, True):
+        m, n, k = gemm_queries(rng, table["n"].unique().to_numpy(), table["k"].unique().to_numpy(), 60)
+        for mode in ("SILICON", "HYBRID", "EMPIRICAL"):
+            answered += _compare(wheel_est, oracle, system, backend, version, "fp8_static", m, n, k, mode, lp)
+    assert answered > 100

@@ -33,3 +33,12 @@ def read_tree_table(root: Path, table: str, *, batch: str = "b0") -> pl.DataFram
             ingested_at=pl.lit(datetime(2026, 12, 1, tzinfo=timezone.utc)),
         ))
     return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+
+
+def check_golden(text: str, golden: Path) -> None:
+    """Compare a rendered artifact with its golden file (UPDATE_GOLDEN=1 rewrites the file first)."""
+    import os
+
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")

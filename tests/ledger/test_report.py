@@ -1,6 +1,5 @@
 """Ledger report rendering: golden Markdown/HTML from real ../shared data, and HTML escaping."""
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from ledger.matrix.summary import model_block
 from ledger.specs import find_spec
 from ledger.view import report_context
 from reports.ledger_report import md_cell, render
-from tests.ledger.curated import MATRIX_STATES, SHARED_DATA, read_tree_table
+from tests.ledger.curated import MATRIX_STATES, SHARED_DATA, check_golden, read_tree_table
 
 pytestmark = pytest.mark.xdist_group("ledger-test_report")
 
@@ -38,11 +37,7 @@ def context():
 
 @pytest.mark.parametrize("fmt", ["md", "html"])
 def test_golden(context, fmt):
-    text = render(context, fmt)
-    golden = GOLDEN / f"kimi-k3.{fmt}"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.write_text(text, encoding="utf-8")
-    assert text == golden.read_text(encoding="utf-8")
+    check_golden(render(context, fmt), GOLDEN / f"kimi-k3.{fmt}")
 
 
 def test_numbers_come_from_the_data(context):

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import SHARED_CAMPAIGN
 from warehouse.readers import ROW_INDEX, SourceFileError, read_parquet, read_staging_csv
 from tests.warehouse.conftest import GEMM_HEADER, gemm_line
 
