@@ -29,16 +29,24 @@ def lane_order(est, system: str, backend: str, version: str, table: str, slice_c
     return est.memo(("lane_order", system, backend, version, table, slice_columns), build)
 
 
-def lane_slice(est, system: str, backend: str, version: str, table: str, filters: dict) -> pl.DataFrame:
-    """Rows of the first lane (in lane_order) holding this slice, first-wins; a typed miss names the slice."""
+def lane_slice(est, system: str, backend: str, version: str, table: str, filters: dict, where=None,
+               lane_columns: tuple[str, ...] | None = None) -> pl.DataFrame:
+    """Rows of the first lane (in lane_order) holding this slice, first-wins; a typed miss names the slice.
+
+    `where` (a polars predicate with a readable str()) narrows the slice further; `lane_columns` (default:
+    the filter columns) are the columns whose distinct values count as slices when ranking lanes.
+    """
     df = est.table(system, backend, version, table, shared=True, dedupe=False)
     for col, val in filters.items():
         df = df.filter(pl.col(col) == val)
+    if where is not None:
+        df = df.filter(where)
     if not df.height:
-        where = ", ".join(f"{k}={v}" for k, v in filters.items())
+        where = ", ".join([f"{k}={v}" for k, v in filters.items()] + ([str(where)] if where is not None else []))
         raise NoDataError(f"no {table} rows for {system}/{backend}/{version} with {where}")
     if LANE in df.columns:
         present = set(df[LANE].unique().to_list())
-        lane = next(name for name in lane_order(est, system, backend, version, table, tuple(filters)) if name in present)
+        lane = next(name for name in lane_order(est, system, backend, version, table, lane_columns or tuple(filters))
+                    if name in present)
         df = df.filter(pl.col(LANE) == lane)
     return first_wins(df, table)

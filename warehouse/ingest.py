@@ -14,7 +14,7 @@ from warehouse.prepare import BatchError, PreparedBatch, prepare_batch
 from warehouse.store import Warehouse
 from warehouse.validate import finalise_window
 
-WINDOW_ROWS = 1_500_000
+WINDOW_ROWS = 3_000_000
 OnCommit = Callable[[Warehouse, list[str]], None]
 PrepareMap = Callable[[list[BatchSource]], Iterable[PreparedBatch | BatchError]]
 

@@ -8,6 +8,7 @@ q/k norm; estimator/attention_side.py), a term constant in isl and batch, in SIL
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
 from estimator.attention_side import side_latency
 from estimator.grid import evaluate, rows_grid
@@ -19,6 +20,7 @@ TABLE = "context_attention_perf"
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "int8": 1.0}
 FMHA_DTYPE = {"bfloat16": "bfloat16", "float16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8"}
 AXES = ("num_heads", "isl", "batch_size")
+LANE_COLUMNS = ("attn_dtype", "kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads")
 
 
 class ContextAttentionModel(OpModel):
@@ -36,8 +38,8 @@ class ContextAttentionModel(OpModel):
         flops = spec.tc_flops(FMHA_DTYPE[key["fmha_quant"]])
         kv_mem, hd, win, nkv = KV_BYTES[key["kv_quant"]], int(key["head_dim"]), int(key["window"]), int(key["kv_heads"])
 
-        def sol(heads, isl, batch):
-            return context_attention_sol(batch, isl, 0, heads, nkv, hd, win, kv_mem, flops, spec.mem_bw)[0]
+        def sol(heads, isl, batch, kv_heads=nkv):
+            return context_attention_sol(batch, isl, 0, heads, kv_heads, hd, win, kv_mem, flops, spec.mem_bw)[0]
 
         return sol
 
@@ -48,20 +50,42 @@ class ContextAttentionModel(OpModel):
     def sol(self, est, key, q):
         return self._sol_fn(est, key)(q["heads"], q["isl"], q["batch"]) + self._side(est, key, q, True)
 
-    def _grid(self, est, key):
+    def _grid(self, est, key, mha: bool = False):
+        """GQA pool: the kv-heads slice without its heads == kv rows; MHA pool: every heads == kv row.
+
+        The reference files rows with heads == kv_heads under one MHA table (kv following heads) and
+        answers a heads == kv query from it; the other rows of a kv-heads slice form its GQA table.
+        """
         def build():
             filters = {"attn_dtype": key["fmha_quant"], "kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]),
-                       "window_size": int(key["window"]), "num_key_value_heads": int(key["kv_heads"])}
-            rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters)
+                       "window_size": int(key["window"])}
+            same = pl.col("num_heads") == pl.col("num_key_value_heads")
+            if not mha:
+                filters["num_key_value_heads"] = int(key["kv_heads"])
+            rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters, where=same if mha else ~same,
+                              lane_columns=(*LANE_COLUMNS,))
             sol = self._sol_fn(est, key)
+            if mha:
+                return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["isl"], c["batch_size"], c["num_heads"])),
+                                 sqrt_axes=("isl",))
             return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["isl"], c["batch_size"])), sqrt_axes=("isl",))
 
-        return est.memo(("attn_grid", *(key[c] for c in self.group_keys)), build)
+        return est.memo(("attn_grid", mha, *(key[c] for c in self.group_keys)), build)
 
     def silicon(self, est, key, q):
-        grid = self._grid(est, key)
+        from estimator.errors import NoDataError
+
+        grids = {}
         out = np.empty(q.height)
         for i, (h, s, b) in enumerate(zip(q["heads"], q["isl"], q["batch"])):
-            value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
+            mha = int(h) == int(key["kv_heads"])
+            if mha not in grids:
+                try:
+                    grids[mha] = self._grid(est, key, mha)
+                except NoDataError:
+                    grids[mha] = None
+            value = None
+            if grids[mha] is not None:
+                value, _ = evaluate(grids[mha], {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
             out[i] = np.nan if value is None else value
         return out + self._side(est, key, q, False), np.isnan(out)

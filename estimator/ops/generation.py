@@ -1,4 +1,4 @@
-"""Generation (decode) attention: a raw Grid over [num_heads][batch][kv step], averaged over 5 samples.
+"""Generation (decode) attention: a raw Grid over [num_heads][batch][kv step + 1], averaged over 5 samples.
 
 The silicon value at sequence length s is the mean over 5 kv steps: the integer points of an even
 5-point spread between int(0.9·s) and int(1.1·s), each minus one (the reference's sampling rule).
@@ -17,7 +17,8 @@ from estimator.ops.base import OpModel
 from estimator.sol import generation_attention_sol
 
 TABLE = "generation_attention_perf"
-AXES = ("num_heads", "batch_size", "step")
+AXES = ("num_heads", "batch_size", "seq")  # seq = kv step + 1: the log-space transfer distance uses it
+LANE_COLUMNS = ("kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads")
 SPREAD = (0.9, 1.1)  # the sampled sequence range, as fractions of s
 SAMPLES = 5
 
@@ -38,28 +39,46 @@ class GenerationAttentionModel(OpModel):
         kv = key["kv_quant"]
         flops = spec.tc_flops("fp8" if kv == "fp8" else "bfloat16")
         hd, win, nkv = int(key["head_dim"]), int(key["window"]), int(key["kv_heads"])
-        return lambda heads, batch, seq: generation_attention_sol(batch, seq, heads, nkv, hd, win, KV_BYTES[kv], flops, spec.mem_bw)[0]
+
+        def sol(heads, batch, seq, kv_heads=nkv):
+            return generation_attention_sol(batch, seq, heads, kv_heads, hd, win, KV_BYTES[kv], flops, spec.mem_bw)[0]
+
+        return sol
 
     def sol(self, est, key, q):
         return self._sol_fn(est, key)(q["heads"], q["batch"], q["seq"])
 
-    def _grid(self, est, key):
+    def _grid(self, est, key, mha: bool = False):
+        """GQA pool (kv-heads slice less its heads == kv rows) or MHA pool (all heads == kv rows), as in attention.py."""
         def build():
-            filters = {"kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]), "window_size": int(key["window"]),
-                       "num_key_value_heads": int(key["kv_heads"])}
-            rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters)
-            sol = self._sol_fn(est, key)
-            floor = sol(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["step"].to_numpy() + 1)
+            filters = {"kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]), "window_size": int(key["window"])}
+            same = pl.col("num_heads") == pl.col("num_key_value_heads")
+            if not mha:
+                filters["num_key_value_heads"] = int(key["kv_heads"])
+            rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters, where=same if mha else ~same,
+                              lane_columns=LANE_COLUMNS)
+            base = self._sol_fn(est, key)
+            sol = (lambda h, b, s: base(h, b, s, h)) if mha else base
+            rows = rows.with_columns((pl.col("step") + 1).alias("seq"))
+            floor = sol(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["seq"].to_numpy())
             rows = rows.with_columns(pl.Series("latency", np.maximum(rows["latency"].to_numpy(), floor)))  # SOL clamp
-            return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["batch_size"], c["step"] + 1)))
+            return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["batch_size"], c["seq"])))
 
-        return est.memo(("gen_grid", *(key[c] for c in self.group_keys)), build)
+        return est.memo(("gen_grid", mha, *(key[c] for c in self.group_keys)), build)
 
     def silicon(self, est, key, q):
-        grid = self._grid(est, key)
+        from estimator.errors import NoDataError
+
+        grids = {}
         out = np.empty(q.height)
         for i, (h, b, s) in enumerate(zip(q["heads"], q["batch"], q["seq"])):
-            samples = [evaluate(grid, {"num_heads": int(h), "batch_size": int(b), "step": int(kv)})[0]
-                       for kv in kv_samples(int(s))]
+            mha = int(h) == int(key["kv_heads"])
+            if mha not in grids:
+                try:
+                    grids[mha] = self._grid(est, key, mha)
+                except NoDataError:
+                    grids[mha] = None
+            samples = [None] if grids[mha] is None else [
+                evaluate(grids[mha], {"num_heads": int(h), "batch_size": int(b), "seq": int(kv) + 1})[0] for kv in kv_samples(int(s))]
             out[i] = np.nan if any(v is None for v in samples) else float(np.mean(samples))
         return out, np.isnan(out)

@@ -9,9 +9,9 @@ omission -- and HW_INCOMPATIBLE from the hardware rules in rules.yaml.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Callable
 
 import polars as pl
 
@@ -165,7 +165,8 @@ def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Est
     needs = model_needs(spec, rules.modes)
     rows = []
     for cell in cells:
-        command = f"perfledger matrix build {spec.model} --system {cell[0]} --backend {cell[1]} --version {cell[2]}"
+        command = (f"perfledger matrix build {spec.model} --system {cell[0]} --backend {cell[1]} --version {cell[2]} "
+                   "--no-store")
         gap = hw_gap(spec, cell[0], flops_by_system.get(cell[0], {}), rules)
         for mode in rules.modes:
             status, err, source = ("HW_INCOMPATIBLE", gap, "") if gap else judge(spec, cell, needs[mode], pricer, lane_rows)

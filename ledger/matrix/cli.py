@@ -112,8 +112,15 @@ def labels_cmd(warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> No
 @matrix_app.command("build")
 def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names (kimi-k3 ...)."),
               label: str = typer.Option("perfledger", "--label", help="Store the result as this snapshot label."),
+              system: Optional[str] = typer.Option(None, "--system", help="Only this system (replays one row)."),
+              backend: Optional[str] = typer.Option(None, "--backend", help="Only this backend."),
+              version: Optional[str] = typer.Option(None, "--version", help="Only this backend version."),
+              store: bool = typer.Option(True, "--store/--no-store", help="Store the result as a snapshot."),
               warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
-    """Our own matrix from the warehouse and the estimator; stored as a labelled snapshot."""
+    """Our own matrix from the warehouse and the estimator; stored as a labelled snapshot.
+
+    A filtered build (--system/--backend/--version) must not replace the full default snapshot with a
+    subset: it needs --no-store or another --label. With --no-store the rows are printed."""
     import polars as pl
 
     from estimator.batch import estimate
@@ -129,6 +136,11 @@ def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names
     from ledger.specs import LaneSpecError, find_spec
     from warehouse.lock import run_lock
 
+    wanted = {"system": system, "backend": backend, "version": version}
+    filtered = any(v is not None for v in wanted.values())
+    if filtered and store and label == "perfledger":
+        fail("a filtered build would replace the full 'perfledger' snapshot with a subset; "
+             "pass --no-store or another --label", code=EXIT_USAGE, as_json=as_json)
     wh = _warehouse(warehouse)
     batches = read_or_empty(wh, "batches")
     if not batches.height:
@@ -145,13 +157,23 @@ def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names
         cells = build_cells(wh, spec)
         lane_rows = {(c["lane"], c["system"], c["backend"], c["version"]): c["rows"] for c in cells.iter_rows(named=True)}
         flops = {s: load_spec(s).flops for s in spec.systems}
+        combos = [c for c in combinations(partitions, spec, rules)
+                  if all(v is None or c[i] == v for i, v in enumerate(wanted.values()))]
+        if filtered and not combos:
+            fail(f"{spec.model}: no warehouse partition matches {({k: v for k, v in wanted.items() if v})}",
+                 code=EXIT_USAGE, as_json=as_json)
         try:
-            frames.append(build_rows(spec, combinations(partitions, spec, rules),
+            frames.append(build_rows(spec, combos,
                                      lambda op, q, mode: estimate(est, op, q, mode=mode), flops, lane_rows, rules))
         except NeedsError as exc:
             fail(f"{spec.path.name}: {exc}", as_json=as_json)
     frame = pl.concat(frames).with_columns(source_file=pl.lit("perfledger"), source_line=pl.int_range(pl.len()) + 1)
-    with run_lock(wh.root, purpose="matrix build"):
-        store_snapshot(wh, frame, label, BUILT_SOURCE)
+    if store:
+        with run_lock(wh.root, purpose="matrix build"):
+            store_snapshot(wh, frame, label, BUILT_SOURCE)
     summary = summarize(frame, label)
-    emit(summary, as_json, f"{label}: {summary['rows']} rows, {summary['by_status']}")
+    if not store:
+        summary["matrix"] = frame.select(rules.columns).to_dicts()
+    emit(summary, as_json, f"{label}: {summary['rows']} rows, {summary['by_status']}"
+         + ("" if store else "".join(f"\n{r['System']} {r['Backend']} {r['Version']} {r['Mode']}: {r['Status']} "
+                                     f"{r['Source'] or r['ErrMsg']}" for r in summary["matrix"])))

@@ -56,6 +56,19 @@ ATTN_SLICES = [("h200_sxm", "trtllm", "1.3.0rc20"), ("b200_sxm", "trtllm", "1.3.
 SLICE_KEYS = ["attn_dtype", "kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads"]
 
 
+def in_data(est, key: dict, heads: int, isl: int, batch: int) -> bool:
+    """Whether the pool serving this query (MHA when heads == kv_heads, else GQA) answers it in-data."""
+    from estimator.errors import NoDataError
+    from estimator.grid import interpolate
+    from estimator.ops.attention import ContextAttentionModel
+
+    try:
+        grid = ContextAttentionModel()._grid(est, {**key, "qk_norm": False}, heads == key["kv_heads"])
+    except NoDataError:
+        return False
+    return interpolate(grid, {"num_heads": heads, "isl": isl, "batch_size": batch}) is not None
+
+
 def _ours(est, row: dict, mode: str = "silicon"):
     from estimator.errors import EstimatorError
 
@@ -70,12 +83,8 @@ def _ours(est, row: dict, mode: str = "silicon"):
 def test_context_attention_matches_reference(wheel_est, oracle, system, backend, version):
     """In-data SILICON (exact, interpolated, ragged bracket) and SOL, with and without qk-norm, within 1e-6.
 
-    GQA shapes only (heads a multiple of kv_heads). Queries our Grid answers by nearest-leaf transfer are
-    a known gap (docs/estimator.md) and are not asserted here.
+    GQA shapes only (heads a multiple of kv_heads); out-of-data queries: test_attention_transfer.py.
     """
-    from estimator.grid import interpolate
-    from estimator.ops.attention import ContextAttentionModel
-
     rng = np.random.default_rng(zlib.crc32(f"{system}/{backend}".encode()))
     table = wheel_est.table(system, backend, version, "context_attention_perf", shared=True)
     slices = table.select(SLICE_KEYS).unique().sort(SLICE_KEYS)
@@ -84,7 +93,6 @@ def test_context_attention_matches_reference(wheel_est, oracle, system, backend,
         r = slices.row(int(j), named=True)
         key = dict(system=system, backend=backend, version=version, fmha_quant=r["attn_dtype"], kv_quant=r["kv_cache_dtype"],
                    head_dim=r["head_dim"], window=r["window_size"], kv_heads=r["num_key_value_heads"])
-        grid = ContextAttentionModel()._grid(wheel_est, {**key, "qk_norm": False})
         seen = table.filter(**{k: r[k] for k in SLICE_KEYS})["num_heads"].unique().to_list()
         for _ in range(10):
             heads = int(rng.choice(seen)) if rng.random() < 0.6 else int(key["kv_heads"] * rng.integers(1, 9))
@@ -95,12 +103,26 @@ def test_context_attention_matches_reference(wheel_est, oracle, system, backend,
                     key["kv_heads"], heads, isl, batch, qk)
             sol, ref_sol = _ours(wheel_est, row, "sol"), oracle.context_attention(*args, mode="SOL")
             worst = max(worst, abs(sol - ref_sol) / ref_sol)
-            if interpolate(grid, {"num_heads": heads, "isl": isl, "batch_size": batch}) is None:
+            if not in_data(wheel_est, key, heads, isl, batch):
                 continue
             ours, ref = _ours(wheel_est, row), oracle.context_attention(*args)
             assert ref is not None, f"reference misses an in-data query {row}"
             worst, inside = max(worst, abs(ours - ref) / ref), inside + 1
     assert worst <= 1e-6 and inside >= 30, (worst, inside)
+
+
+def gen_in_data(est, key: dict, heads: int, batch: int, seq: int) -> bool:
+    """Whether all 5 kv samples of a decode query fall inside the serving pool's collected grid."""
+    from estimator.errors import NoDataError
+    from estimator.grid import interpolate
+    from estimator.ops.generation import GenerationAttentionModel, kv_samples
+
+    try:
+        grid = GenerationAttentionModel()._grid(est, key, heads == key["kv_heads"])
+    except NoDataError:
+        return False
+    return all(interpolate(grid, {"num_heads": heads, "batch_size": batch, "seq": int(kv) + 1}) is not None
+               for kv in kv_samples(seq))
 
 
 GEN_KEYS = ["kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads"]
@@ -110,9 +132,6 @@ GEN_KEYS = ["kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads"]
 @pytest.mark.parametrize("system,backend,version", ATTN_SLICES)
 def test_generation_attention_matches_reference(wheel_est, oracle, system, backend, version):
     """The 5-sample kv rule over in-data Grid answers (exact and interpolated heads/batch/seq), within 1e-6."""
-    from estimator.grid import interpolate
-    from estimator.ops.generation import GenerationAttentionModel, kv_samples
-
     rng = np.random.default_rng(zlib.crc32(f"gen/{system}/{backend}".encode()))
     table = wheel_est.table(system, backend, version, "generation_attention_perf", shared=True)
     slices = table.select(GEN_KEYS).unique().sort(GEN_KEYS)
@@ -122,12 +141,11 @@ def test_generation_attention_matches_reference(wheel_est, oracle, system, backe
         r = slices.row(int(j), named=True)
         key = dict(system=system, backend=backend, version=version, kv_quant=r["kv_cache_dtype"], head_dim=r["head_dim"],
                    window=r["window_size"], kv_heads=r["num_key_value_heads"])
-        grid = GenerationAttentionModel()._grid(wheel_est, key)
         seen = table.filter(**{k: r[k] for k in GEN_KEYS})["num_heads"].unique().to_list()
         for _ in range(10):
             heads = int(rng.choice(seen)) if rng.random() < 0.6 else int(key["kv_heads"] * rng.integers(1, 9))
             batch, seq = int(rng.choice([1, 3, 8, 64, 200])), int(np.exp(rng.uniform(np.log(3), np.log(60000))))
-            if any(interpolate(grid, {"num_heads": heads, "batch_size": batch, "step": int(kv)}) is None for kv in kv_samples(seq)):
+            if not gen_in_data(wheel_est, key, heads, batch, seq):
                 continue
             frame = pl.DataFrame({k: [v] for k, v in {**key, "heads": heads, "batch": batch, "seq": seq}.items()})
             ours = estimate(wheel_est, "generation_attention", frame).item(0, "latency_ms")

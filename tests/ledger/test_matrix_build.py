@@ -84,9 +84,9 @@ def test_fail_names_the_first_missing_need_then_the_rest(built):
 
 
 def test_a_data_gap_names_the_table_and_slice():
+    from estimator.errors import NoDataError
     from ledger.matrix.build import Pricer
     from ledger.matrix.needs import Need
-    from estimator.errors import NoDataError
 
     def estimate(op, q, mode):
         raise NoDataError(f"no moe_perf slice for quant={q['quant'][0]}")
@@ -177,3 +177,26 @@ def test_reasons_bucket_both_sides():
         "hardware: kernels lack moe quant w4a16_mxfp4"
     assert reason_of("HYBRID_PASS", "", "xshape") == "HYBRID_PASS (xshape)"
     assert reason_of("FAIL", "Traceback\\nKeyError: 'x'", "") == "FAIL: KeyError: 'x'"
+
+
+def test_the_command_column_replays_one_row(root, built):
+    import shlex
+
+    _, frame = built
+    row = frame.filter(pl.col("HuggingFaceID") == "Qwen/Qwen3-235B-A22B").row(0, named=True)
+    argv = shlex.split(row["Command"])
+    assert argv[:3] == ["perfledger", "matrix", "build"] and argv[-1] == "--no-store"
+    result = CliRunner().invoke(app, [*argv[1:], "--warehouse", str(root), "--json"])
+    assert result.exit_code == 0, result.stdout
+    replay = json.loads(result.stdout)
+    assert [(r["Mode"], r["Status"], r["Source"]) for r in replay["matrix"]] == [("agg", "PASS", "silicon"),
+                                                                               ("disagg", "PASS", "silicon")]
+
+
+def test_a_filtered_build_never_replaces_the_full_snapshot(root):
+    runner = CliRunner()
+    refused = runner.invoke(app, ["matrix", "build", "qwen3-235b-a22b", "--system", "h200_sxm", "--warehouse", str(root), "--json"])
+    assert refused.exit_code == 2 and "replace the full 'perfledger' snapshot" in refused.stdout
+    nothing = runner.invoke(app, ["matrix", "build", "qwen3-235b-a22b", "--system", "b200_sxm", "--no-store",
+                                  "--warehouse", str(root), "--json"])
+    assert nothing.exit_code == 2 and "no warehouse partition matches {'system': 'b200_sxm'}" in nothing.stdout

@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.matrix.needs import NeedsError, derive_needs, evaluate, load_config, load_needs, model_dims
+from ledger.matrix.needs import (
+    NeedsError,
+    derive_needs,
+    evaluate,
+    load_config,
+    load_needs,
+    model_dims,
+)
 from ledger.specs import LaneSpecError, parse_spec
 
 DOC = load_needs()

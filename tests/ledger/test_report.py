@@ -14,7 +14,12 @@ from ledger.matrix.summary import model_block
 from ledger.specs import find_spec
 from ledger.view import report_context
 from reports.ledger_report import md_cell, render
-from tests.ledger.curated import MATRIX_STATES, SHARED_DATA, check_golden, read_tree_table
+from tests.ledger.curated import (
+    MATRIX_STATES,
+    SHARED_DATA,
+    check_golden,
+    read_tree_table,
+)
 
 pytestmark = pytest.mark.xdist_group("ledger-test_report")
 

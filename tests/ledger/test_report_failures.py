@@ -24,7 +24,12 @@ from ledger.specs import find_spec
 from ledger.view import report_context
 from perfledger.cli import app
 from reports.ledger_report import render
-from tests.ledger.curated import MATRIX_STATES, SHARED_DATA, check_golden, read_tree_table
+from tests.ledger.curated import (
+    MATRIX_STATES,
+    SHARED_DATA,
+    check_golden,
+    read_tree_table,
+)
 from warehouse.ingest import ingest
 from warehouse.store import Warehouse
 

@@ -1,0 +1,45 @@
+"""Context attention outside the data: nearest-leaf util transfer and misses agree with the reference.
+
+Random GQA/MHA queries (heads = kv_heads × 1..8, isl up to 40k, batch up to 512) that leave the serving
+pool's collected grid (beyond a range or past the corner-truncated staircase), on four systems/backends.
+Both sides must miss together or agree within 1e-6 relative.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from tests.estimator.test_attention import ATTN_SLICES, SLICE_KEYS, _ours, in_data
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("system,backend,version", ATTN_SLICES)
+def test_out_of_data_context_attention_matches_reference(wheel_est, oracle, system, backend, version):
+    rng = np.random.default_rng(zlib.crc32(f"transfer/{system}/{backend}".encode()))
+    table = wheel_est.table(system, backend, version, "context_attention_perf", shared=True)
+    slices = table.select(SLICE_KEYS).unique().sort(SLICE_KEYS)
+    worst, answered, missed = 0.0, 0, 0
+    for j in rng.choice(slices.height, min(10, slices.height), replace=False):
+        r = slices.row(int(j), named=True)
+        key = dict(system=system, backend=backend, version=version, fmha_quant=r["attn_dtype"], kv_quant=r["kv_cache_dtype"],
+                   head_dim=r["head_dim"], window=r["window_size"], kv_heads=r["num_key_value_heads"])
+        seen = table.filter(**{k: r[k] for k in SLICE_KEYS})["num_heads"].unique().to_list()
+        for _ in range(25):
+            heads = int(rng.choice(seen)) if rng.random() < 0.5 else int(key["kv_heads"] * rng.integers(1, 9))
+            isl = int(rng.choice([1, 16, 3000, 16384, 32768])) if rng.random() < 0.3 else int(rng.integers(2, 40000))
+            batch = int(rng.choice([1, 3, 8, 64, 200, 512]))
+            if in_data(wheel_est, key, heads, isl, batch):
+                continue
+            row = {**key, "heads": heads, "isl": isl, "batch": batch, "qk_norm": False}
+            ours = _ours(wheel_est, row)
+            ref = oracle.context_attention(system, backend, version, key["fmha_quant"], key["kv_quant"], key["head_dim"],
+                                           key["window"], key["kv_heads"], heads, isl, batch)
+            assert (ours is None) == (ref is None), f"one side misses: ours={ours} ref={ref} {row}"
+            if ref is None:
+                missed += 1
+                continue
+            worst, answered = max(worst, abs(ours - ref) / ref), answered + 1
+    assert worst <= 1e-6 and answered >= 60, (worst, answered, missed)
