@@ -39,13 +39,13 @@ def build_grid(axes: tuple[str, ...], rows, sol, sqrt_axes=()) -> Grid:
     return Grid(tuple(axes), tree, sol, frozenset(sqrt_axes))
 
 
-def table_slice(est, system: str, backend: str, version: str, table: str, filters: dict):
+def table_slice(est, system: str, backend: str, version: str, table: str, filters: dict, shared: bool = True):
     """Resolved rows of `table` matching every filters column == value; empty is a NoDataError naming both."""
     import polars as pl
 
     from estimator.errors import NoDataError
 
-    df = est.table(system, backend, version, table, shared=True)
+    df = est.table(system, backend, version, table, shared=shared)
     for col, val in filters.items():
         df = df.filter(pl.col(col) == val)
     if not df.height:

@@ -82,3 +82,30 @@ def mem_op_latency(nbytes, spec: SystemSpec):
 
 def elementwise_bytes(dim_in, dim_out, tokens):
     return 2.0 * (np.asarray(dim_in, dtype=np.float64) + dim_out) * tokens
+
+
+def context_mla_sol(b, s, heads, kv_memory: float, dims: dict, flops: float, bw: float):
+    """Causal MLA prefill: b·n·s²·(qk + v) FLOPs; q/o at 2 B and k/v at the cache's bytes per element."""
+    b, s, n = (np.asarray(a, dtype=np.float64) for a in (b, s, heads))
+    width = dims["qk_head_dim"] + dims["v_head_dim"]
+    ops = b * n * s**2 * width
+    nbytes = b * s * n * width * (2.0 + kv_memory)
+    return _roof(ops, nbytes, flops, bw)
+
+
+def generation_mla_sol(b, s, heads, kv_memory: float, dims: dict, flops: float, bw: float):
+    """Absorbed MLA decode at sequence length s: 2·b·n·s·(latent+v) FLOPs; q/o per head plus s−1 cached latents."""
+    b, s, n = (np.asarray(a, dtype=np.float64) for a in (b, s, heads))
+    width = dims["kv_latent_dim"] + dims["v_latent_dim"]
+    ops = 2 * b * n * s * width
+    nbytes = b * (2 * n * width + kv_memory * dims["kv_latent_dim"] * (s - 1))
+    return _roof(ops, nbytes, flops, bw)
+
+
+def mla_bmm_sol(tokens, heads, memory: float, dims: dict, flops: float, bw: float):
+    """Per-head [t×128]·[128×512] batched GEMM: the weight once plus each token's input and output."""
+    t, n = (np.asarray(a, dtype=np.float64) for a in (tokens, heads))
+    r, h = dims["bmm_rank"], dims["bmm_head_dim"]
+    ops = 2 * t * n * r * h
+    nbytes = memory * n * (r * h + t * (r + h))
+    return _roof(ops, nbytes, flops, bw)

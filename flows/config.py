@@ -17,7 +17,8 @@ from warehouse.paths import resolve_root
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 DEFAULT_SCENARIOS = Path(__file__).with_name("scenarios.yaml")
 STAGES = ("ingest", "validate", "ledger", "matrix", "estimate", "generate", "publish")
-KNOWN_KEYS = {"sources", "models", "warehouse", "out", "matrices", "deployments", "scenarios", "gate", "stages"}
+KNOWN_KEYS = {"sources", "models", "warehouse", "out", "matrices", "build_matrix", "deployments", "scenarios", "gate",
+              "stages"}
 GATE_KEYS = {"warn_pct", "fail_pct"}
 
 
@@ -33,6 +34,7 @@ class PipelineConfig:
     out: Path
     path: Path = field(default=DEFAULT_CONFIG)
     matrices: list[dict] = field(default_factory=list)      # [{"path": DIR, "label": L}]
+    build_matrix: bool = False                              # also build our own matrix (label perfledger) for `models`
     deployments: list[str] = field(default_factory=list)    # unified deployment YAMLs for the generator
     scenarios: Path = field(default=DEFAULT_SCENARIOS)      # reference scenarios per model
     gate: dict = field(default_factory=lambda: {"warn_pct": 5.0, "fail_pct": 10.0})
@@ -110,6 +112,7 @@ def load_pipeline_config(path: Path | None = None, *, warehouse: str | None = No
         out=_project_path(out or raw.get("out") or "var/reports"),
         path=path,
         matrices=_matrices(raw, path),
+        build_matrix=bool(raw.get("build_matrix", False)),
         deployments=[str(_project_path(d)) for d in _list(raw, "deployments", path)],
         scenarios=_project_path(raw["scenarios"]) if raw.get("scenarios") else DEFAULT_SCENARIOS,
         gate=_gate(raw, path),

@@ -111,9 +111,10 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
         st.record("ingest", "ran", t)
     validation = st.run("validate", ("batches",), [], lambda: validate_task(root)) if st.wanted("validate") else None
     ledgers = _ledgers(st, root) if st.wanted("ledger") else []
-    if st.wanted("matrix") and cfg.matrices:
-        st.run("matrix", (), [[(m, file_digest(matrix_dir(m["path"]))) for m in cfg.matrices]],
-               lambda: matrix_task(root, cfg.matrices))
+    if st.wanted("matrix") and (cfg.matrices or cfg.build_matrix):
+        build = cfg.models if cfg.build_matrix else []
+        st.run("matrix", ("batches",) if build else (), [[(m, file_digest(matrix_dir(m["path"]))) for m in cfg.matrices],
+                                                         build], lambda: matrix_task(root, cfg.matrices, build))
     estimates = None
     if st.wanted("estimate"):
         estimates = st.run("estimate", ("batches",), [file_digest(cfg.scenarios), cfg.models, cfg.gate],

@@ -55,10 +55,12 @@ def matrix_dir(path: str) -> Path:
 
 
 @task(name="import-matrices", **IO_RETRIES)
-def matrix_task(root: str, matrices: list[dict]) -> list[dict]:
-    """Store each configured support-matrix folder as its labelled snapshot."""
+def matrix_task(root: str, matrices: list[dict], build_models: list[str]) -> list[dict]:
+    """Store each configured support-matrix folder as its labelled snapshot, then build ours
+    (label `perfledger`) for `build_models` from the warehouse and the estimator."""
+    from ledger.matrix.api import build_matrix
     from ledger.matrix.reader import read_matrix
-    from ledger.matrix.store import store_snapshot
+    from ledger.matrix.store import BUILT_SOURCE, store_snapshot
     from ledger.matrix.summary import summarize
 
     wh = Warehouse(Path(root))
@@ -69,6 +71,11 @@ def matrix_task(root: str, matrices: list[dict]) -> list[dict]:
         with run_lock(wh.root, purpose="matrix import"):
             store_snapshot(wh, frame, entry["label"], str(folder))
         out.append(summarize(frame, entry["label"]))
+    if build_models:
+        frame = build_matrix(wh, build_models)
+        with run_lock(wh.root, purpose="matrix build"):
+            store_snapshot(wh, frame, "perfledger", BUILT_SOURCE)
+        out.append(summarize(frame, "perfledger"))
     return out
 
 

@@ -11,10 +11,11 @@ def registry() -> dict[str, OpModel]:
     from estimator.ops.attention import ContextAttentionModel
     from estimator.ops.comm import NcclModel
     from estimator.ops.generation import GenerationAttentionModel
+    from estimator.ops.mla import ContextMlaModel, GenerationMlaModel, MlaBmmModel
     from estimator.ops.moe import MoeModel
 
     models = [GemmModel(), MoeModel(), NcclModel(), CustomAllReduceModel(), ContextAttentionModel(),
-              GenerationAttentionModel()]
+              GenerationAttentionModel(), ContextMlaModel(), GenerationMlaModel(), MlaBmmModel()]
     return {m.name: m for m in models}
 
 

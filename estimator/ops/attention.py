@@ -23,6 +23,24 @@ AXES = ("num_heads", "isl", "batch_size")
 LANE_COLUMNS = ("attn_dtype", "kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads")
 
 
+def pool_picker(model, est, key):
+    """heads -> the Grid serving it (MHA pool when heads == kv_heads, else GQA), None when that pool is empty."""
+    from estimator.errors import NoDataError
+
+    grids: dict = {}
+
+    def pick(heads):
+        mha = int(heads) == int(key["kv_heads"])
+        if mha not in grids:
+            try:
+                grids[mha] = model._grid(est, key, mha)
+            except NoDataError:
+                grids[mha] = None
+        return grids[mha]
+
+    return pick
+
+
 class ContextAttentionModel(OpModel):
     name = "attention"
     group_keys = ("system", "backend", "version", "fmha_quant", "kv_quant", "head_dim", "window", "kv_heads", "qk_norm")
@@ -73,19 +91,11 @@ class ContextAttentionModel(OpModel):
         return est.memo(("attn_grid", mha, *(key[c] for c in self.group_keys)), build)
 
     def silicon(self, est, key, q):
-        from estimator.errors import NoDataError
-
-        grids = {}
+        pick = pool_picker(self, est, key)
         out = np.empty(q.height)
         for i, (h, s, b) in enumerate(zip(q["heads"], q["isl"], q["batch"])):
-            mha = int(h) == int(key["kv_heads"])
-            if mha not in grids:
-                try:
-                    grids[mha] = self._grid(est, key, mha)
-                except NoDataError:
-                    grids[mha] = None
-            value = None
-            if grids[mha] is not None:
-                value, _ = evaluate(grids[mha], {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
+            value, grid = None, pick(h)
+            if grid is not None:
+                value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
             out[i] = np.nan if value is None else value
         return out + self._side(est, key, q, False), np.isnan(out)

@@ -12,7 +12,7 @@ import polars as pl
 
 from estimator.grid import evaluate, rows_grid
 from estimator.lanes import lane_slice
-from estimator.ops.attention import KV_BYTES
+from estimator.ops.attention import KV_BYTES, pool_picker
 from estimator.ops.base import OpModel
 from estimator.sol import generation_attention_sol
 
@@ -67,18 +67,11 @@ class GenerationAttentionModel(OpModel):
         return est.memo(("gen_grid", mha, *(key[c] for c in self.group_keys)), build)
 
     def silicon(self, est, key, q):
-        from estimator.errors import NoDataError
-
-        grids = {}
+        pick = pool_picker(self, est, key)
         out = np.empty(q.height)
         for i, (h, b, s) in enumerate(zip(q["heads"], q["batch"], q["seq"])):
-            mha = int(h) == int(key["kv_heads"])
-            if mha not in grids:
-                try:
-                    grids[mha] = self._grid(est, key, mha)
-                except NoDataError:
-                    grids[mha] = None
-            samples = [None] if grids[mha] is None else [
-                evaluate(grids[mha], {"num_heads": int(h), "batch_size": int(b), "seq": int(kv) + 1})[0] for kv in kv_samples(int(s))]
+            grid = pick(h)
+            samples = [None] if grid is None else [
+                evaluate(grid, {"num_heads": int(h), "batch_size": int(b), "seq": int(kv) + 1})[0] for kv in kv_samples(int(s))]
             out[i] = np.nan if any(v is None for v in samples) else float(np.mean(samples))
         return out, np.isnan(out)

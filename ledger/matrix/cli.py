@@ -121,53 +121,22 @@ def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names
 
     A filtered build (--system/--backend/--version) must not replace the full default snapshot with a
     subset: it needs --no-store or another --label. With --no-store the rows are printed."""
-    import polars as pl
-
-    from estimator.batch import estimate
-    from estimator.context import Estimator
-    from estimator.sources import WarehouseSource
-    from estimator.specs import load_spec
-    from ledger.matrix.build import build_rows, combinations
-    from ledger.matrix.needs import NeedsError
+    from ledger.matrix.api import MatrixBuildError, build_matrix
     from ledger.matrix.rules import load_rules
     from ledger.matrix.store import BUILT_SOURCE, store_snapshot
     from ledger.matrix.summary import summarize
-    from ledger.source import build_cells, read_or_empty
-    from ledger.specs import LaneSpecError, find_spec
     from warehouse.lock import run_lock
 
-    wanted = {"system": system, "backend": backend, "version": version}
-    filtered = any(v is not None for v in wanted.values())
+    filtered = any(v is not None for v in (system, backend, version))
     if filtered and store and label == "perfledger":
         fail("a filtered build would replace the full 'perfledger' snapshot with a subset; "
              "pass --no-store or another --label", code=EXIT_USAGE, as_json=as_json)
     wh = _warehouse(warehouse)
-    batches = read_or_empty(wh, "batches")
-    if not batches.height:
-        fail(f"warehouse {wh.root} has no ingested batches; run `perfledger ingest` first", as_json=as_json)
-    partitions = batches.filter(pl.col("status") == "ingested") if "status" in batches.columns else batches
-    est = Estimator(WarehouseSource(wh.root))
     rules = load_rules()
-    frames = []
-    for model in models:
-        try:
-            spec = find_spec(model)
-        except LaneSpecError as exc:
-            fail(str(exc), as_json=as_json)
-        cells = build_cells(wh, spec)
-        lane_rows = {(c["lane"], c["system"], c["backend"], c["version"]): c["rows"] for c in cells.iter_rows(named=True)}
-        flops = {s: load_spec(s).flops for s in spec.systems}
-        combos = [c for c in combinations(partitions, spec, rules)
-                  if all(v is None or c[i] == v for i, v in enumerate(wanted.values()))]
-        if filtered and not combos:
-            fail(f"{spec.model}: no warehouse partition matches {({k: v for k, v in wanted.items() if v})}",
-                 code=EXIT_USAGE, as_json=as_json)
-        try:
-            frames.append(build_rows(spec, combos,
-                                     lambda op, q, mode: estimate(est, op, q, mode=mode), flops, lane_rows, rules))
-        except NeedsError as exc:
-            fail(f"{spec.path.name}: {exc}", as_json=as_json)
-    frame = pl.concat(frames).with_columns(source_file=pl.lit("perfledger"), source_line=pl.int_range(pl.len()) + 1)
+    try:
+        frame = build_matrix(wh, models, system=system, backend=backend, version=version)
+    except MatrixBuildError as exc:
+        fail(str(exc), code=EXIT_USAGE if exc.usage else 1, as_json=as_json)
     if store:
         with run_lock(wh.root, purpose="matrix build"):
             store_snapshot(wh, frame, label, BUILT_SOURCE)

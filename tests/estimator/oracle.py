@@ -84,3 +84,27 @@ class Oracle:
             if "PerfDataNotAvailable" in type(exc).__name__:
                 return None
             raise
+
+    def mla(self, system, backend, version, op: str, row: dict, mode: str = "SILICON"):
+        """(latency or None on a missing-data error, SOL) of one MLA op: context_mla | generation_mla | mla_bmm."""
+        from aiconfigurator_core import _aiconfigurator_core as core
+
+        q = self.common
+        if op == "context_mla":
+            o = core.ContextMLA("a", 1.0, int(row["heads"]), q.KVCacheQuantMode[row["kv_quant"]], q.FMHAQuantMode[row["fmha_quant"]])
+            ctx, b, s, x = True, row["batch"], row["isl"], row["batch"] * row["isl"]
+        elif op == "generation_mla":
+            o = core.GenerationMLA("g", 1.0, int(row["heads"]), q.KVCacheQuantMode[row["kv_quant"]])
+            ctx, b, s, x = False, row["batch"], row["seq"], row["batch"]
+        else:
+            o = core.MLABmm("b", 1.0, int(row["heads"]), q.GEMMQuantMode[row["quant"]], if_pre=row["phase"] == "pre")
+            ctx, b, s, x = False, row["tokens"], 1, row["tokens"]
+        handle, ops = self.handle(system, backend, version, mode), self.build([o])
+        kw = dict(is_context=ctx, batch_size=int(b), s=int(s), x=int(x))
+        sol = handle.evaluate_ops_sol_json(ops, **kw)[0][1]
+        try:
+            return handle.evaluate_ops_json(ops, **kw)[0][1], sol
+        except Exception as exc:
+            if "PerfDataNotAvailable" in type(exc).__name__ or "Empirical" in type(exc).__name__:
+                return None, sol
+            raise

@@ -43,3 +43,42 @@ def test_out_of_data_context_attention_matches_reference(wheel_est, oracle, syst
                 continue
             worst, answered = max(worst, abs(ours - ref) / ref), answered + 1
     assert worst <= 1e-6 and answered >= 60, (worst, answered, missed)
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("system,backend,version", ATTN_SLICES)
+def test_out_of_data_generation_attention_matches_reference(wheel_est, oracle, system, backend, version):
+    """Decode queries whose 5 kv samples leave the pool's grid (s = 2 included: a kv step of 0)."""
+    import polars as pl
+
+    from estimator.batch import estimate
+    from estimator.errors import EstimatorError
+    from tests.estimator.test_attention import GEN_KEYS, gen_in_data
+
+    rng = np.random.default_rng(zlib.crc32(f"gen-transfer/{system}/{backend}".encode()))
+    table = wheel_est.table(system, backend, version, "generation_attention_perf", shared=True)
+    slices = table.select(GEN_KEYS).unique().sort(GEN_KEYS)
+    slices = slices.filter(pl.col("kv_cache_dtype").is_in(list(oracle.common.KVCacheQuantMode.__members__)))
+    worst, answered = 0.0, 0
+    for j in rng.choice(slices.height, min(10, slices.height), replace=False):
+        r = slices.row(int(j), named=True)
+        key = dict(system=system, backend=backend, version=version, kv_quant=r["kv_cache_dtype"], head_dim=r["head_dim"],
+                   window=r["window_size"], kv_heads=r["num_key_value_heads"])
+        seen = table.filter(**{k: r[k] for k in GEN_KEYS})["num_heads"].unique().to_list()
+        for _ in range(20):
+            heads = int(rng.choice(seen)) if rng.random() < 0.5 else int(key["kv_heads"] * rng.integers(1, 9))
+            batch = int(rng.choice([1, 3, 8, 64, 200, 1024]))
+            seq = 2 if rng.random() < 0.1 else int(np.exp(rng.uniform(np.log(2), np.log(300000))))
+            if gen_in_data(wheel_est, key, heads, batch, seq):
+                continue
+            frame = pl.DataFrame({k: [v] for k, v in {**key, "heads": heads, "batch": batch, "seq": seq}.items()})
+            try:
+                ours = estimate(wheel_est, "generation_attention", frame).item(0, "latency_ms")
+            except EstimatorError:
+                ours = None
+            ref = oracle.generation_attention(system, backend, version, key["kv_quant"], key["head_dim"], key["window"],
+                                              key["kv_heads"], heads, batch, seq)
+            assert (ours is None) == (ref is None), f"one side misses: ours={ours} ref={ref} {key} h={heads} b={batch} s={seq}"
+            if ref is not None:
+                worst, answered = max(worst, abs(ours - ref) / ref), answered + 1
+    assert worst <= 1e-6 and answered >= 40, (worst, answered)

@@ -24,7 +24,7 @@ def published_site(tmp_path_factory, shared_tree: Path) -> dict:
     report = ingest(sources, Warehouse(root), on_commit=on_ingest).to_json()
     ledgers = [ledger_task.fn(str(root), "kimi-k3")]
     matrix = matrix_task.fn(str(root), [{"path": str(REPO / ".." / "shared" / "aic" / "support_matrix" / "head-095f58a"),
-                                         "label": "head"}])
+                                         "label": "head"}], ["kimi-k3"])
     gate = {"warn_pct": 5.0, "fail_pct": 10.0}
     estimates = estimate_task.fn(str(root), str(DEFAULT_SCENARIOS), ["kimi-k3"], gate)
     deployments = [generate_task.fn(str(REPO / "examples" / "deployments" / "vllm_agg.yaml"), str(out))]
@@ -32,5 +32,5 @@ def published_site(tmp_path_factory, shared_tree: Path) -> dict:
            "ingest": report, "tables": [], "inventory_tables": 0, "inventory_slices": 0, "inventory_rows": 0,
            "ledgers": ledgers, "deployments": deployments, "stages": [{"stage": "ingest", "status": "ran", "seconds": 1.0}]}
     site = publish_task.fn(str(root), str(out), ["kimi-k3"], run, estimates)
-    return {"out": out, "index": Path(site["index"]), "ingest": report, "ledgers": ledgers, "matrix": matrix[0],
+    return {"out": out, "index": Path(site["index"]), "ingest": report, "ledgers": ledgers, "matrix": matrix[0], "built_matrix": matrix[1],
             "estimates": estimates}

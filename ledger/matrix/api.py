@@ -1,0 +1,65 @@
+"""Build our own support matrix from the warehouse and the estimator (the CLI and the pipeline call this)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ledger.matrix.build import build_rows, combinations
+from ledger.matrix.needs import NeedsError
+from ledger.matrix.rules import load_rules
+from ledger.source import build_cells, read_or_empty
+from ledger.specs import LaneSpecError, find_spec
+
+
+class MatrixBuildError(ValueError):
+    """The matrix cannot be built: no data, a bad lane spec, or a filter that matches nothing."""
+
+    def __init__(self, message: str, *, usage: bool = False):
+        super().__init__(message)
+        self.usage = usage
+
+
+def build_matrix(wh, models: list[str], *, system: str | None = None, backend: str | None = None,
+                 version: str | None = None) -> pl.DataFrame:
+    """One matrix row per model × system × backend × version × mode, priced by the estimator.
+
+    Args:
+        wh: the warehouse (its `batches` say which partitions exist).
+        models: HF ids or lane-spec names.
+        system, backend, version: optional filter (replays single rows).
+    Returns:
+        the support-matrix columns plus source_file/source_line, ready for `store_snapshot`.
+    """
+    from estimator.batch import estimate
+    from estimator.context import Estimator
+    from estimator.sources import WarehouseSource
+    from estimator.specs import load_spec
+
+    wanted = (system, backend, version)
+    filtered = any(v is not None for v in wanted)
+    batches = read_or_empty(wh, "batches")
+    if not batches.height:
+        raise MatrixBuildError(f"warehouse {wh.root} has no ingested batches; run `perfledger ingest` first")
+    partitions = batches.filter(pl.col("status") == "ingested") if "status" in batches.columns else batches
+    est = Estimator(WarehouseSource(wh.root))
+    rules = load_rules()
+    frames = []
+    for model in models:
+        try:
+            spec = find_spec(model)
+        except LaneSpecError as exc:
+            raise MatrixBuildError(str(exc)) from None
+        cells = build_cells(wh, spec)
+        lane_rows = {(c["lane"], c["system"], c["backend"], c["version"]): c["rows"] for c in cells.iter_rows(named=True)}
+        flops = {s: load_spec(s).flops for s in spec.systems}
+        combos = [c for c in combinations(partitions, spec, rules)
+                  if all(v is None or c[i] == v for i, v in enumerate(wanted))]
+        if filtered and not combos:
+            chosen = {k: v for k, v in zip(("system", "backend", "version"), wanted) if v}
+            raise MatrixBuildError(f"{spec.model}: no warehouse partition matches {chosen}", usage=True)
+        try:
+            frames.append(build_rows(spec, combos, lambda op, q, mode: estimate(est, op, q, mode=mode), flops,
+                                     lane_rows, rules))
+        except NeedsError as exc:
+            raise MatrixBuildError(f"{spec.path.name}: {exc}") from None
+    return pl.concat(frames).with_columns(source_file=pl.lit("perfledger"), source_line=pl.int_range(pl.len()) + 1)
