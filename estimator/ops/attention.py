@@ -1,7 +1,8 @@
 """Context attention: a Grid over [num_heads][isl][batch] per (fmha quant, kv quant, head_dim, window, kv heads).
 
 Interpolation follows the Grid rules (sqrt-latency along isl, ragged SOL rescale, nearest-leaf util
-transfer outside the data). Every call also pays the per-call side memory ops (RoPE, KV write, optional
+transfer outside the data). Which rows form the Grid follows the reference's filing: heads == kv_heads
+queries read the MHA pool (all such rows), other queries their kv-heads slice less its heads == kv rows. Every call also pays the per-call side memory ops (RoPE, KV write, optional
 q/k norm; estimator/attention_side.py), a term constant in isl and batch, in SILICON and in SOL.
 """
 

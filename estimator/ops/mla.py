@@ -1,11 +1,12 @@
 """MLA (DeepSeek latent attention) ops: context, generation and the decode pre/post BMMs.
 
-All three are Grids over their own tables (context: [heads][isl][batch], sqrt-latency along isl;
-generation: [heads][batch][kv step + 1] at the single step s − 1, raw), so inside the data they
-interpolate and outside it they borrow util from the nearest measured leaves, as the attention Grid
-does. The BMM is a 1-D token curve per head count (lerp inside, SOL ratio outside); a head count
-between collected ones takes the next one up, scaled by SOL. No SOL clamp at load (the reference clamps none of the MLA tables). Geometry and
-byte sizes come from mla.yaml; rooflines from sol.py.
+Context and generation are Grids over their own tables (context: [heads][isl][batch], sqrt-latency
+along isl; generation: [heads][batch][kv step + 1] at the single step s − 1, raw): inside the data they
+interpolate, outside it they borrow util from the nearest measured leaves, as the attention Grid does.
+The BMM is a 1-D token curve per head count (lerp inside, SOL ratio outside); a head count between
+collected ones takes the next one up, scaled by SOL. EMPIRICAL is a UtilGrid over the slice's own
+samples (BMM: one head count's tokens); 0.12.0 has no transfer ladder here. No SOL clamp at load (the
+reference clamps none of the MLA tables). Geometry and byte sizes come from mla.yaml; rooflines from sol.py.
 """
 
 from __future__ import annotations
