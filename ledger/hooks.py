@@ -8,9 +8,13 @@ import polars as pl
 
 from ledger.cells import derive_cells
 from ledger.record import SCOPE, record_cells
-from ledger.source import read_lane_tables, read_meta, read_or_empty
+from ledger.source import now_iso, read_lane_tables, read_meta, read_or_empty
 from ledger.specs import LANES_DIR, load_all
 from ledger.state import has_state, remember
+
+
+SEEN_TABLE = "ledger_hook_batches"
+SEEN_SCHEMA = {"batch_id": pl.String, "processed_at": pl.String}
 
 
 def touched_partitions(batch_tables: pl.DataFrame, batches: pl.DataFrame,
@@ -28,16 +32,29 @@ def touched_partitions(batch_tables: pl.DataFrame, batches: pl.DataFrame,
     return out
 
 
-def on_ingest(wh, batch_ids: list[str], lanes_dir=LANES_DIR) -> int:
-    """Called by the ingest flow after a commit; returns the number of events appended.
+def pending_batches(batches: pl.DataFrame, seen: pl.DataFrame, batch_ids: list[str]) -> list[str]:
+    """The given batches plus every committed batch the hook has not processed yet (an ingest killed
+    between its `batches` commit and this hook is caught up by the next ingest)."""
+    done = set(seen["batch_id"].to_list()) if seen.height else set()
+    committed = batches["batch_id"].to_list() if batches.height else []
+    known = set(committed)
+    return list(dict.fromkeys([*(b for b in batch_ids if b in known), *(b for b in committed if b not in done)]))
 
-    Only cells in partitions the batches wrote are re-derived (a cheap partition read per table).
+
+def on_ingest(wh, batch_ids: list[str], lanes_dir=LANES_DIR) -> int:
+    """Called by the ingest after every run (also one with nothing new); returns the events appended.
+
+    Only cells in partitions the pending batches wrote are re-derived (a cheap partition read per table);
+    re-processing a batch appends nothing, because events are differences of cells.
     """
+    batch_tables, batches = read_or_empty(wh, "batch_tables"), read_or_empty(wh, "batches")
+    seen = read_or_empty(wh, SEEN_TABLE, schema=SEEN_SCHEMA)
+    batch_ids = pending_batches(batches, seen, list(batch_ids))
     if not batch_ids:
         return 0
-    batch_tables, batches = read_or_empty(wh, "batch_tables"), read_or_empty(wh, "batches")
-    touched = touched_partitions(batch_tables, batches, list(batch_ids))
+    touched = touched_partitions(batch_tables, batches, batch_ids)
     if not touched:
+        _mark_seen(wh, batch_ids, seen)
         return 0
     appended = 0
     meta = None
@@ -56,4 +73,13 @@ def on_ingest(wh, batch_ids: list[str], lanes_dir=LANES_DIR) -> int:
         appended += record_cells(wh, spec.model, cells, list(batch_ids), scope).height
         if has_state(wh, spec):  # the stored cells now reflect every partition again
             remember(wh, spec)
+    _mark_seen(wh, batch_ids, seen)
     return appended
+
+
+def _mark_seen(wh, batch_ids: list[str], seen: pl.DataFrame) -> None:
+    """Remember processed batches (only new ones: re-deriving a known batch writes nothing)."""
+    new = [b for b in batch_ids if b not in set(seen["batch_id"].to_list() if seen.height else [])]
+    if new:
+        wh.write_table(SEEN_TABLE, pl.DataFrame({"batch_id": new, "processed_at": [now_iso()] * len(new)},
+                                                schema=SEEN_SCHEMA))

@@ -100,7 +100,7 @@ def ingest(sources: Iterable[str], warehouse: Warehouse | None, *, system: str |
         buffer = CommitBuffer(warehouse)
         _prepare_windows(batches, catalog, known_hashes(warehouse), report, buffer.add_window, progress, prepare_map)
         buffer.close()
-    if on_commit and report.batch_ids:
+    if on_commit:  # also with nothing new: the hook catches up on batches an interrupted run committed
         on_commit(warehouse, report.batch_ids)
     return report
 

@@ -13,7 +13,7 @@ from tests.flows.conftest import GEMM, write_config
 from warehouse.store import Warehouse
 
 pytestmark = pytest.mark.xdist_group("prefect")
-VOLATILE = {"ingested_at", "started_at", "finished_at", "first_ingest", "last_ingest", "at", "recorded_at"}
+VOLATILE = {"ingested_at", "started_at", "finished_at", "first_ingest", "last_ingest", "at", "recorded_at", "processed_at"}
 
 
 def contents(root: Path) -> dict[str, pl.DataFrame]:
