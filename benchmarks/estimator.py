@@ -4,7 +4,9 @@ Ours: one polars frame through estimator.batch.estimate (repeat batches reuse th
 index; the first batch on a fresh estimator, which builds it, is printed too). Reference: its per-op
 query loop (EngineHandle.evaluate_ops_json per GEMM). Cold start = load one system/backend/version and answer the
 first query, each in a fresh interpreter (imports excluded, timed separately). Prints medians.
-Run: .venv/bin/python benchmarks/estimator.py [--queries 100000] [--repeats 5]
+With --warehouse DIR it also times the warehouse lookups the matrix builder repeats (reuse donors, version
+lists, a resolved table) on one cached WarehouseSource vs a fresh source per lookup (the uncached cost).
+Run: .venv/bin/python benchmarks/estimator.py [--queries 100000] [--repeats 5] [--warehouse var/warehouse]
 """
 
 from __future__ import annotations
@@ -103,11 +105,36 @@ def cold_start(which: str, repeats: int) -> float:
     return statistics.median(times)
 
 
+def warehouse_lookups(root: str, repeats: int) -> tuple[float, float]:
+    """Median s for 20 lookup rounds (donors + versions + one resolve) on one source vs a fresh one each."""
+    from estimator.sources import WarehouseSource
+
+    def rounds(make) -> float:
+        start = time.perf_counter()
+        for _ in range(20):
+            src = make()
+            src.reuse_donors(SYSTEM, "gemm", BACKEND, VERSION)
+            src.versions(SYSTEM, "gemm", BACKEND)
+            src.resolve(SYSTEM, BACKEND, VERSION, "gemm_perf")
+        return time.perf_counter() - start
+
+    shared = WarehouseSource(root)
+    rounds(lambda: shared)
+    warm = statistics.median(rounds(lambda: shared) for _ in range(repeats))
+    fresh = statistics.median(rounds(lambda: WarehouseSource(root)) for _ in range(repeats))
+    return warm, fresh
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--warehouse", default=None, help="also time cached vs fresh WarehouseSource lookups")
     args = ap.parse_args()
+    if args.warehouse:
+        warm, fresh = warehouse_lookups(args.warehouse, args.repeats)
+        print(f"{'20 lookup rounds, median s':<34}{'cached':>14}{'fresh':>14}{'ratio':>10}")
+        print(f"{'':<34}{warm:>14.4f}{fresh:>14.4f}{fresh / warm:>9.1f}x")
 
     from aiconfigurator_core.sdk.engine import EngineHandle
     from aiconfigurator_core.sdk.perf_database import get_database

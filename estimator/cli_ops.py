@@ -2,78 +2,95 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Optional
 
 import typer
 
 from estimator.cli import DATA_HELP, MODE_HELP, run_queries
 
+# Options every per-op command shares (one OptionInfo serves every command that names it).
+SYSTEM = typer.Option(None, help="System name, e.g. h200_sxm")
+BACKEND = typer.Option(None, help="trtllm | sglang | vllm")
+VERSION = typer.Option(None, help="Backend version folder")
+MODE = typer.Option("silicon", help=MODE_HELP)
+DATA = typer.Option(None, "--data", help=DATA_HELP)
+WAREHOUSE = typer.Option(None, "--warehouse", help="Warehouse root")
+QUERIES = typer.Option(None, "--queries", help="CSV of queries; one JSON line per row")
+JSON = typer.Option(False, "--json", help="Print JSON")
+
+
+def _priced(compute, as_json: bool, bad_usage: str | None) -> dict:
+    """Run a whole-model pricing call; usage problems exit 2, estimator/data errors exit 1 (named)."""
+    from estimator.errors import EstimatorError
+    from perfledger.console import EXIT_USAGE, fail
+
+    if bad_usage:
+        fail(bad_usage, code=EXIT_USAGE, as_json=as_json)
+    try:
+        return compute()
+    except (EstimatorError, ValueError, OSError) as exc:
+        fail(str(exc), as_json=as_json)
+
+
+_STR, _INT = Optional[str], Optional[int]
+
+# Per-op query options, in query-column order: (name, type, option). The shared tail (mode, data,
+# warehouse, queries, json) is added by _op_command.
+OP_OPTIONS = {
+    "gemm": ('GEMM latency: {"latency_ms", "sol_ms", "source"}.', [
+        ("system", _STR, SYSTEM), ("backend", _STR, BACKEND), ("version", _STR, VERSION),
+        ("quant", _STR, typer.Option(None, help="GEMM quant, e.g. bfloat16, fp8")),
+        ("m", _INT, typer.Option(None, help="Tokens (rows of A)")),
+        ("n", _INT, typer.Option(None, help="Output features")),
+        ("k", _INT, typer.Option(None, help="Input features")),
+        ("low_precision_input", bool, typer.Option(False, "--low-precision-input",
+                                                   help="fp8_static: the input is already low precision (also minus scale_matrix)")),
+    ]),
+    "moe": ('MoE block latency: {"latency_ms", "sol_ms", "source"}.', [
+        ("system", _STR, SYSTEM), ("backend", _STR, BACKEND), ("version", _STR, VERSION),
+        ("quant", _STR, typer.Option(None, help="MoE quant, e.g. bfloat16, fp8, nvfp4")),
+        ("distribution", str, typer.Option("power_law_1.2", help="Token-to-expert workload distribution")),
+        ("gated", bool, typer.Option(True, "--gated/--non-gated", help="SwiGLU (gated) or plain FFN experts")),
+        ("topk", _INT, typer.Option(None, help="Experts per token")),
+        ("experts", _INT, typer.Option(None, help="Number of experts")),
+        ("hidden", _INT, typer.Option(None, help="Hidden size")),
+        ("inter", _INT, typer.Option(None, help="Expert intermediate size")),
+        ("tp", int, typer.Option(1, help="MoE tensor-parallel size")),
+        ("ep", int, typer.Option(1, help="MoE expert-parallel size")),
+        ("tokens", _INT, typer.Option(None, help="Tokens entering the MoE block")),
+    ]),
+    "comm": ('NCCL collective latency: {"latency_ms", "sol_ms", "source"}.', [
+        ("system", _STR, typer.Option(None, help="System name (its spec picks the NCCL version)")),
+        ("op", _STR, typer.Option(None, help="all_gather | reduce_scatter | all_reduce | alltoall")),
+        ("quant", str, typer.Option("half", help="half | int8")),
+        ("num_gpus", _INT, typer.Option(None, help="GPUs in the collective")),
+        ("elements", _INT, typer.Option(None, help="Message size in elements")),
+    ]),
+}
+_TAIL = [("mode", str, MODE), ("data", _STR, DATA), ("warehouse", _STR, WAREHOUSE), ("queries", _STR, QUERIES),
+         ("as_json", bool, JSON)]
+
+
+def _op_command(est_app: typer.Typer, op: str) -> None:
+    """One per-op command: its options become one query row (or fill absent CSV columns)."""
+    doc, options = OP_OPTIONS[op]
+
+    def command(**kw) -> None:
+        tail = {name: kw.pop(name) for name, _, _ in _TAIL}
+        run_queries(op, kw, tail["data"], tail["warehouse"], tail["mode"], tail["as_json"], tail["queries"])
+
+    command.__signature__ = inspect.Signature(
+        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=kind)
+         for name, kind, opt in [*options, *_TAIL]])
+    command.__doc__ = doc
+    command.__name__ = op
+    est_app.command(op)(command)
+
 
 def register_ops(est_app: typer.Typer) -> None:
-    @est_app.command("gemm")
-    def gemm(
-        system: Optional[str] = typer.Option(None, help="System name, e.g. h200_sxm"),
-        backend: Optional[str] = typer.Option(None, help="trtllm | sglang | vllm"),
-        version: Optional[str] = typer.Option(None, help="Backend version folder"),
-        quant: Optional[str] = typer.Option(None, help="GEMM quant, e.g. bfloat16, fp8"),
-        m: Optional[int] = typer.Option(None, help="Tokens (rows of A)"),
-        n: Optional[int] = typer.Option(None, help="Output features"),
-        k: Optional[int] = typer.Option(None, help="Input features"),
-        low_precision_input: bool = typer.Option(False, "--low-precision-input",
-                                                 help="fp8_static: the input is already low precision (also minus scale_matrix)"),
-        mode: str = typer.Option("silicon", help=MODE_HELP),
-        data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-        warehouse: Optional[str] = typer.Option(None, "--warehouse", help="Warehouse root"),
-        queries: Optional[str] = typer.Option(None, "--queries", help="CSV of queries; one JSON line per row"),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
-    ) -> None:
-        """GEMM latency: {"latency_ms", "sol_ms", "source"}."""
-        base = dict(system=system, backend=backend, version=version, quant=quant, m=m, n=n, k=k,
-                    low_precision_input=low_precision_input)
-        run_queries("gemm", base, data, warehouse, mode, as_json, queries)
-
-    @est_app.command("moe")
-    def moe(
-        system: Optional[str] = typer.Option(None, help="System name"),
-        backend: Optional[str] = typer.Option(None, help="trtllm | sglang | vllm"),
-        version: Optional[str] = typer.Option(None, help="Backend version folder"),
-        quant: Optional[str] = typer.Option(None, help="MoE quant, e.g. bfloat16, fp8, nvfp4"),
-        hidden: Optional[int] = typer.Option(None, help="Hidden size"),
-        inter: Optional[int] = typer.Option(None, help="Expert intermediate size"),
-        topk: Optional[int] = typer.Option(None, help="Experts per token"),
-        experts: Optional[int] = typer.Option(None, help="Number of experts"),
-        tp: int = typer.Option(1, help="MoE tensor-parallel size"),
-        ep: int = typer.Option(1, help="MoE expert-parallel size"),
-        distribution: str = typer.Option("power_law_1.2", help="Token-to-expert workload distribution"),
-        gated: bool = typer.Option(True, "--gated/--non-gated", help="SwiGLU (gated) or plain FFN experts"),
-        tokens: Optional[int] = typer.Option(None, help="Tokens entering the MoE block"),
-        mode: str = typer.Option("silicon", help=MODE_HELP),
-        data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-        warehouse: Optional[str] = typer.Option(None, "--warehouse", help="Warehouse root"),
-        queries: Optional[str] = typer.Option(None, "--queries", help="CSV of queries; one JSON line per row"),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
-    ) -> None:
-        """MoE block latency: {"latency_ms", "sol_ms", "source"}."""
-        base = dict(system=system, backend=backend, version=version, quant=quant, distribution=distribution, gated=gated,
-                    topk=topk, experts=experts, hidden=hidden, inter=inter, tp=tp, ep=ep, tokens=tokens)
-        run_queries("moe", base, data, warehouse, mode, as_json, queries)
-
-    @est_app.command("comm")
-    def comm(
-        system: Optional[str] = typer.Option(None, help="System name (its spec picks the NCCL version)"),
-        op: Optional[str] = typer.Option(None, help="all_gather | reduce_scatter | all_reduce | alltoall"),
-        num_gpus: Optional[int] = typer.Option(None, help="GPUs in the collective"),
-        elements: Optional[int] = typer.Option(None, help="Message size in elements"),
-        quant: str = typer.Option("half", help="half | int8"),
-        mode: str = typer.Option("silicon", help=MODE_HELP),
-        data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-        warehouse: Optional[str] = typer.Option(None, "--warehouse", help="Warehouse root"),
-        queries: Optional[str] = typer.Option(None, "--queries", help="CSV of queries; one JSON line per row"),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
-    ) -> None:
-        """NCCL collective latency: {"latency_ms", "sol_ms", "source"}."""
-        base = dict(system=system, op=op, quant=quant, num_gpus=num_gpus, elements=elements)
-        run_queries("comm", base, data, warehouse, mode, as_json, queries)
+    for op in OP_OPTIONS:
+        _op_command(est_app, op)
 
     @est_app.command("static")
     def static_cmd(
@@ -90,26 +107,23 @@ def register_ops(est_app: typer.Typer) -> None:
         gemm_quant: str = typer.Option("bfloat16", help="GEMM quant"),
         moe_quant: str = typer.Option("bfloat16", help="MoE quant"),
         kv_quant: str = typer.Option("bfloat16", help="KV-cache quant"),
-        mode: str = typer.Option("silicon", help=MODE_HELP),
+        mode: str = MODE,
         breakdown: bool = typer.Option(False, "--breakdown", help="Include per-op context/generation ms"),
-        data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-        warehouse: Optional[str] = typer.Option(None, "--warehouse", help="Warehouse root"),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+        data: Optional[str] = DATA,
+        warehouse: Optional[str] = WAREHOUSE,
+        as_json: bool = JSON,
     ) -> None:
         """Static whole-model estimate: {"ttft_ms", "tpot_ms"} (TTFT = prefill, TPOT = decode / (osl - 1))."""
         from estimator.assembly import Deploy, static
         from estimator.cli import _source
-        from estimator.errors import EstimatorError
-        from perfledger.console import EXIT_USAGE, emit_json, fail
+        from perfledger.console import emit_json
 
-        if min(batch, isl, osl) < 1:
-            fail("--batch, --isl and --osl must be >= 1", code=EXIT_USAGE, as_json=as_json)
-        try:
+        def compute():
             deploy = Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, gemm_quant=gemm_quant,
                             moe_quant=moe_quant, kv_quant=kv_quant)
-            result = static(_source(data, warehouse), model, deploy, batch=batch, isl=isl, osl=osl, mode=mode.lower())
-        except (EstimatorError, ValueError, OSError) as exc:
-            fail(str(exc), as_json=as_json)
+            return static(_source(data, warehouse), model, deploy, batch=batch, isl=isl, osl=osl, mode=mode.lower())
+
+        result = _priced(compute, as_json, "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1 else None)
         out = result if breakdown else {"ttft_ms": result["ttft_ms"], "tpot_ms": result["tpot_ms"]}
         if as_json:
             emit_json(out)
@@ -129,23 +143,19 @@ def register_ops(est_app: typer.Typer) -> None:
         moe_tp: Optional[int] = typer.Option(None, help="MoE TP size (default: cp / moe_ep)"),
         moe_ep: int = typer.Option(1, help="MoE EP size"),
         dense_first_k: bool = typer.Option(False, "--dense-first-k", help="Also price first_k_dense_replace layers as dense MLP"),
-        data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-        warehouse: Optional[str] = typer.Option(None, "--warehouse", help="Warehouse root"),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON"),
+        data: Optional[str] = DATA,
+        warehouse: Optional[str] = WAREHOUSE,
+        as_json: bool = JSON,
     ) -> None:
         """DSA prefill under context parallelism: per-layer breakdown and prefill_ms."""
         from estimator.cli import _source
         from estimator.dsa import prefill_dsa
-        from estimator.errors import EstimatorError
-        from perfledger.console import EXIT_USAGE, emit_json, fail
+        from perfledger.console import emit_json
 
-        if min(isl, cp, batch) < 1 or prefix < 0:
-            fail("--isl, --cp, --batch must be >= 1 and --prefix >= 0", code=EXIT_USAGE, as_json=as_json)
-        try:
-            result = prefill_dsa(_source(data, warehouse), model, system, backend, version, isl=isl, cp=cp, batch=batch,
-                                 prefix=prefix, moe_tp=moe_tp, moe_ep=moe_ep, dense_first_k=dense_first_k)
-        except (EstimatorError, ValueError, OSError) as exc:
-            fail(str(exc), as_json=as_json)
+        bad = "--isl, --cp, --batch must be >= 1 and --prefix >= 0" if min(isl, cp, batch) < 1 or prefix < 0 else None
+        result = _priced(lambda: prefill_dsa(_source(data, warehouse), model, system, backend, version, isl=isl, cp=cp,
+                                             batch=batch, prefix=prefix, moe_tp=moe_tp, moe_ep=moe_ep,
+                                             dense_first_k=dense_first_k), as_json, bad)
         if as_json:
             emit_json(result)
         else:

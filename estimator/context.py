@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from typing import Callable
 
+from estimator.errors import EstimatorError
 from estimator.sources import PerfSource
 from estimator.specs import SystemSpec, load_spec
+
+
+class _Miss:
+    """A remembered typed miss (memo value)."""
+
+    def __init__(self, exc: EstimatorError):
+        self.exc = exc
 
 
 class Estimator:
@@ -19,10 +27,20 @@ class Estimator:
         return load_spec(system)
 
     def memo(self, key: tuple, build: Callable):
-        """Build once per key (e.g. ("gemm_sites", system, backend, version, quant))."""
+        """Build once per key (e.g. ("gemm_sites", system, backend, version, quant)).
+
+        A typed miss is remembered too: the matrix builder asks the same missing slice many times,
+        and re-resolving it (every donor and earlier version) each time dominated its run.
+        """
         if key not in self._memo:
-            self._memo[key] = build()
-        return self._memo[key]
+            try:
+                self._memo[key] = build()
+            except EstimatorError as exc:
+                self._memo[key] = _Miss(exc)
+        hit = self._memo[key]
+        if isinstance(hit, _Miss):
+            raise hit.exc.with_traceback(None)
+        return hit
 
     def table(self, system: str, backend: str, version: str, table: str, *, shared: bool, dedupe: bool = True):
         """Resolved rows of a perf table (shared=True: own + donors + earlier versions, first wins)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from functools import lru_cache
 from pathlib import Path
@@ -126,7 +127,12 @@ class TreeSource(PerfSource):
 
 
 class WarehouseSource(PerfSource):
-    """Curated warehouse tables (warehouse.store.Warehouse.read_curated); lineage columns dropped."""
+    """Curated warehouse tables (warehouse.store.Warehouse.read_curated); lineage columns dropped.
+
+    Rows, reuse donors and version lists are cached per instance: the matrix builder asks the same
+    slices thousands of times. Every ingest commits to the `batches` table, so its Delta version is the
+    cache key; a new commit empties the cache.
+    """
 
     LINEAGE = ("system", "family", "backend", "row_version", "batch_id", "source_file", "source_row", "ingested_at")
 
@@ -138,21 +144,38 @@ class WarehouseSource(PerfSource):
         self.wh = Warehouse(self.root)
         self.as_of = as_of
         self._cache: dict = {}
+        self._stamp: int | None = None
 
     def describe(self) -> str:
         return f"warehouse {self.root}"
 
-    def _rows(self, table: str, system: str, backend: str):
-        key = (table, system, backend)
-        if key not in self._cache:
-            if table not in self.wh.curated_tables():
-                import polars as pl
+    def batches_version(self) -> int | None:
+        """Latest commit of the `batches` Delta log (file names only: no table open per lookup)."""
+        log = self.wh.table_uri("batches") / "_delta_log"
+        if not log.is_dir():
+            return None
+        commits = [int(name[:-5]) for name in os.listdir(log) if name.endswith(".json") and name[:-5].isdigit()]
+        return max(commits, default=None)
 
-                self._cache[key] = pl.DataFrame()
-            else:
-                df = self.wh.read_curated(table, system=system, backend=backend, as_of=self.as_of)
-                self._cache[key] = df.sort(["source_file", "source_row"]) if df.height else df
+    def _cached(self, key: tuple, build):
+        stamp = self.batches_version()
+        if stamp != self._stamp:
+            self._cache.clear()
+            self._stamp = stamp
+        if key not in self._cache:
+            self._cache[key] = build()
         return self._cache[key]
+
+    def _rows(self, table: str, system: str, backend: str):
+        def build():
+            import polars as pl
+
+            if table not in self.wh.curated_tables():
+                return pl.DataFrame()
+            df = self.wh.read_curated(table, system=system, backend=backend, as_of=self.as_of)
+            return df.sort(["source_file", "source_row"]) if df.height else df
+
+        return self._cached(("rows", table, system, backend), build)
 
     def read(self, system, backend, version, table):
         import polars as pl
@@ -163,25 +186,32 @@ class WarehouseSource(PerfSource):
         df = df.filter(pl.col("version") == version)
         return df.drop([c for c in self.LINEAGE if c in df.columns])
 
-    def reuse_donors(self, system, family, backend, version):
-        if not self.wh.has_table("reuse"):
-            return {}
-        import polars as pl
+    def _reuse(self) -> dict[tuple, dict[str, str]]:
+        """(system, family, backend, version) -> {table: donor version}, first declaration wins."""
 
-        rows = self.wh.read_table("reuse", as_of=None).filter(
-            (pl.col("system") == system) & (pl.col("family") == family)
-            & (pl.col("backend") == backend) & (pl.col("version") == version)
-        )
-        donors: dict[str, str] = {}
-        for table, donor in rows.select("table", "from_version").iter_rows():
-            donors.setdefault(str(table).removesuffix(".parquet"), str(donor))
-        return donors
+        def build():
+            if not self.wh.has_table("reuse"):
+                return {}
+            donors: dict[tuple, dict[str, str]] = {}
+            cols = ("system", "family", "backend", "version", "table", "from_version")
+            for system, family, backend, version, table, donor in self.wh.read_table("reuse").select(cols).iter_rows():
+                slot = donors.setdefault((system, family, backend, version), {})
+                slot.setdefault(str(table).removesuffix(".parquet"), str(donor))
+            return donors
+
+        return self._cached(("reuse",), build)
+
+    def reuse_donors(self, system, family, backend, version):
+        return dict(self._reuse().get((system, family, backend, version), {}))
 
     def versions(self, system, family, backend):
-        table_names = [t for t, info in table_catalog().items() if info["family"] == family]
-        found: set[str] = set()
-        for t in table_names:
-            df = self._rows(t, system, backend)
-            if df.height:
-                found |= set(df["version"].unique().to_list())
-        return sorted(found)
+        def build():
+            found: set[str] = set()
+            for t, info in table_catalog().items():
+                if info["family"] == family:
+                    df = self._rows(t, system, backend)
+                    if df.height:
+                        found |= set(df["version"].unique().to_list())
+            return sorted(found)
+
+        return list(self._cached(("versions", system, family, backend), build))

@@ -17,6 +17,9 @@ def version_key(version: str) -> tuple:
         if token.startswith("post") and token[4:].isdigit():
             post = int(token[4:])
             continue
+        if token.startswith("dev") and token[3:].isdigit() and release:  # PEP 440 "0.1.dev19262"
+            pre = (_STAGE["dev"], int(token[3:]))
+            continue
         m = _PART.match(token)
         if m is None:
             return (1, version)

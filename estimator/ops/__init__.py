@@ -11,11 +11,14 @@ def registry() -> dict[str, OpModel]:
     from estimator.ops.attention import ContextAttentionModel
     from estimator.ops.comm import NcclModel
     from estimator.ops.generation import GenerationAttentionModel
+    from estimator.ops.kda import KdaModel
     from estimator.ops.mla import ContextMlaModel, GenerationMlaModel, MlaBmmModel
+    from estimator.ops.mla_module import ContextMlaModuleModel, GenerationMlaModuleModel
     from estimator.ops.moe import MoeModel
 
     models = [GemmModel(), MoeModel(), NcclModel(), CustomAllReduceModel(), ContextAttentionModel(),
-              GenerationAttentionModel(), ContextMlaModel(), GenerationMlaModel(), MlaBmmModel()]
+              GenerationAttentionModel(), ContextMlaModel(), GenerationMlaModel(), MlaBmmModel(), KdaModel(),
+              ContextMlaModuleModel(), GenerationMlaModuleModel()]
     return {m.name: m for m in models}
 
 

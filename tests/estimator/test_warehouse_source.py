@@ -51,3 +51,30 @@ def test_missing_table_in_warehouse_is_named(warehouse_root):
 
     with pytest.raises(NoDataError, match="moe_perf"):
         WarehouseSource(warehouse_root).resolve("h200_sxm", "trtllm", "1.3.0rc20", "moe_perf")
+
+
+def test_cache_follows_the_batches_version(tmp_path):
+    """A source instance keeps its reuse/version lists until an ingest commits a new batches version."""
+    from warehouse.ingest import ingest
+    from warehouse.store import Warehouse
+
+    wh = Warehouse(tmp_path)
+    ingest([str(GEMM / "1.2.0rc5")], wh)
+    src = WarehouseSource(tmp_path)
+    before = src.batches_version()
+    assert before == wh.table_version("batches")
+    assert src.versions("h200_sxm", "gemm", "trtllm") == ["1.2.0rc5"]
+    assert src.reuse_donors("h200_sxm", "gemm", "trtllm", "1.3.0rc15") == {}
+    ingest([str(GEMM / v) for v in ("1.3.0rc10", "1.3.0rc15")], wh)
+    assert src.batches_version() == wh.table_version("batches") > before
+    assert src.versions("h200_sxm", "gemm", "trtllm") == ["1.2.0rc5", "1.3.0rc10"]
+    assert src.reuse_donors("h200_sxm", "gemm", "trtllm", "1.3.0rc15") == {"gemm_perf": "1.3.0rc10"}
+
+
+def test_a_remembered_miss_still_raises_the_typed_error(warehouse_root):
+    from estimator.errors import NoDataError
+
+    est = Estimator(WarehouseSource(warehouse_root))
+    for _ in range(2):
+        with pytest.raises(NoDataError, match="moe_perf"):
+            est.table("h200_sxm", "trtllm", "1.3.0rc20", "moe_perf", shared=True)
