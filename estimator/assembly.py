@@ -8,7 +8,7 @@ MoE layers replace the MLP with router GEMM, dispatch, MoE block, combine.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import yaml
 
 from estimator.batch import estimate
 from estimator.errors import EstimatorError, UnsupportedModelError
+from estimator.kimi_k3 import k3_dims, k3_ops
 from estimator.sol import elementwise_bytes, mem_op_latency
 from estimator.specs import REPO_ROOT, wheel_systems_dir
 
@@ -37,7 +38,7 @@ class Deploy:
     moe_tp: int = 1
     moe_ep: int = 1
     gemm_quant: str = "bfloat16"
-    moe_quant: str = "bfloat16"
+    moe_quant: str | None = None  # None: the model's default (models.yaml moe_quant), else bfloat16
     kv_quant: str = "bfloat16"
     fmha_quant: str = "bfloat16"
 
@@ -67,6 +68,8 @@ def load_model(name: str) -> dict:
                                     f"{'; '.join(gap['needs'])}{hint}")
     if family is None:
         raise EstimatorError(f"{path}: architecture {arch!r} not in {MODELS_YAML.name}")
+    if family["kind"] == "kimi_k3":
+        return {**k3_dims(cfg), **family, "name": name}
     dims = {k: cfg.get(v) for k, v in _catalog()["fields"].items()}
     dims["head_dim"] = dims["head_dim"] or dims["hidden"] // dims["heads"]
     return {**dims, **family, "name": name}
@@ -74,6 +77,9 @@ def load_model(name: str) -> dict:
 
 def _ops(m: dict, d: Deploy, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
     """(name, op, query, scale) for one forward pass at `tokens` tokens."""
+    d = replace(d, moe_quant=d.moe_quant or m.get("moe_quant", "bfloat16"))
+    if m["kind"] == "kimi_k3":
+        return k3_ops(m, d, tokens, context, batch, seq)
     L, h, tp = m["layers"], m["hidden"], d.tp
     base = {"system": d.system, "backend": d.backend, "version": d.version}
     gemm = lambda mm, n, k: {**base, "quant": d.gemm_quant, "m": mm, "n": n, "k": k}  # noqa: E731
@@ -125,6 +131,9 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
 def static(est, model: str, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon") -> dict:
     """{"ttft_ms", "tpot_ms", "context": {op: ms}, "generation": {op: ms}}."""
     m = load_model(model)
+    if m.get("backends") and d.backend not in m["backends"]:
+        raise UnsupportedModelError(f"{model}: the {m['kind']} layer plan is assembled for backends {m['backends']} "
+                                    f"only (0.12.0 splits MLA into GEMMs + MLA attention on {d.backend})")
     spec = est.spec(d.system)
     context = price(est, _ops(m, d, batch * isl, True, batch, isl), spec, mode)
     generation: dict[str, float] = {}

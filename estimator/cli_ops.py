@@ -105,7 +105,7 @@ def register_ops(est_app: typer.Typer) -> None:
         isl: int = typer.Option(..., help="Input sequence length"),
         osl: int = typer.Option(..., help="Output sequence length"),
         gemm_quant: str = typer.Option("bfloat16", help="GEMM quant"),
-        moe_quant: str = typer.Option("bfloat16", help="MoE quant"),
+        moe_quant: str = typer.Option(None, help="MoE quant (default: the model's, else bfloat16)"),
         kv_quant: str = typer.Option("bfloat16", help="KV-cache quant"),
         mode: str = MODE,
         breakdown: bool = typer.Option(False, "--breakdown", help="Include per-op context/generation ms"),

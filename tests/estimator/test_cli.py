@@ -73,3 +73,17 @@ def test_moe_and_comm_commands():
     assert json.loads(res.stdout) == {"latency_ms": pytest.approx(0.07091456), "sol_ms": pytest.approx(0.07091456), "source": "sol"}
     res = _run("comm", "--system", "h200_sxm", "--op", "all_gather", "--num-gpus", "6", "--elements", "1000", "--data", "aic-package", "--json")
     assert res.exit_code == 1 and "num_gpus=6" in json.loads(res.stdout)["error"]
+
+
+def test_static_prices_kimi_k3_like_the_reference_and_a_split_mla_backend_exits_1(oracle):
+    k3 = ["static", "--model", "moonshotai/Kimi-K3", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.24.0",
+          "--tp", "8", "--moe-ep", "8", "--batch", "8", "--isl", "4000", "--osl", "200", "--data", "aic-package", "--json"]
+    res = _run(*k3)
+    assert res.exit_code == 0, res.output
+    ttft, gen_ms, _ = oracle.EngineHandle.compile("moonshotai/Kimi-K3", "h200_sxm", "vllm", backend_version="0.24.0", tp_size=8,
+                                                  moe_tp_size=1, moe_ep_size=8).run_static(batch_size=8, isl=4000, osl=200)
+    out = json.loads(res.stdout)
+    assert out["ttft_ms"] == pytest.approx(ttft, rel=1e-9) and out["tpot_ms"] == pytest.approx(gen_ms / 199, rel=1e-9)
+    res = _run(*[a if a not in ("h200_sxm", "vllm", "0.24.0") else {"h200_sxm": "l40s", "vllm": "sglang", "0.24.0": "0.5.14"}[a]
+                 for a in k3])
+    assert res.exit_code == 1 and "sglang" in res.output

@@ -200,3 +200,25 @@ def test_a_filtered_build_never_replaces_the_full_snapshot(root):
     nothing = runner.invoke(app, ["matrix", "build", "qwen3-235b-a22b", "--system", "b200_sxm", "--no-store",
                                   "--warehouse", str(root), "--json"])
     assert nothing.exit_code == 2 and "no warehouse partition matches {'system': 'b200_sxm'}" in nothing.stdout
+
+
+def test_kda_need_sends_the_kda_kernel_columns_and_is_priced_on_real_rows():
+    """K3's KDA need is the estimator's `kda_kernel` query (kernel, phase, heads, batch, seq): priced from the
+    h200 vllm kda rows (0.1.dev19262, reached from 0.24.0); a cell without that kernel's rows is a named miss."""
+    from estimator.batch import estimate
+    from estimator.context import Estimator
+    from estimator.ops import registry
+    from estimator.sources import TreeSource
+    from ledger.matrix.build import Pricer, model_needs
+
+    needs = [n for n in model_needs(find_spec("kimi-k3"), ("agg",))["agg"] if n.name == "kda_attention"]
+    assert [(n.op, n.phase) for n in needs] == [("kda_kernel", "context"), ("kda_kernel", "generation")]
+    ctx, gen = (dict(n.query) for n in needs)
+    assert ctx == {"heads": 12, "head_dim": 128, "d_model": 7168, "batch": 1, "seq": 256,
+                   "kernel": "causal_conv1d_fn_qkv3", "phase": "context"}
+    assert gen["kernel"] == "causal_conv1d_update" and gen["batch"] == 64 and "seq" not in gen
+    est = Estimator(TreeSource(SHARED_DATA))
+    pricer = Pricer(lambda op, q, mode: estimate(est, op, q, mode=mode), frozenset(registry()), RULES.source_tiers)
+    assert [pricer.need(n, ("h200_sxm", "vllm", "0.24.0")) for n in needs] == [("silicon", None)] * 2
+    tier, err = pricer.need(needs[1], ("l40s", "sglang", "0.5.16"))  # l40s sglang has no 12-head conv update rows
+    assert tier is None and err.startswith("kda_attention (generation, kda_perf): ") and "num_k_heads=12" in err

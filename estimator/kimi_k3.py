@@ -1,0 +1,82 @@
+"""Kimi-K3 static layer plan: KDA and MLA attention layers, attention residuals, one dense and many latent-MoE FFNs.
+
+The op list (names, shapes, repeat counts) reproduces what aiconfigurator-core 0.12.0 prices for
+`KimiK3ForConditionalGeneration`, found by reading its per-op breakdown and the shapes in its compiled op
+spec: 69 KDA + 24 MLA layers (config `linear_attn_config`), every layer two attention-residual mem ops,
+`first_k_dense_replace` dense FFN layers and a latent MoE (hidden → routed_expert_hidden_size → hidden,
+RMS-normed at the latent width) on the rest. `m` is `k3_dims` merged with the `models.yaml` family (kernels,
+routing, MoE quant); quants otherwise come from the deployment.
+"""
+
+from __future__ import annotations
+
+from estimator.sol import elementwise_bytes
+
+
+def k3_dims(cfg: dict) -> dict:
+    """Layer counts and widths from the HF config's text_config (the block the reference reads)."""
+    t = cfg.get("text_config", cfg)
+    lin = t["linear_attn_config"]
+    dense = int(t.get("first_k_dense_replace", 0))
+    return {"hidden": t["hidden_size"], "inter": t["intermediate_size"], "layers": t["num_hidden_layers"],
+            "kda_layers": len(lin["kda_layers"]), "mla_layers": len(lin["full_attn_layers"]),
+            "kda_heads": lin["num_heads"], "kda_head_dim": lin["head_dim"], "d_conv": lin["short_conv_kernel_size"],
+            "heads": t["num_attention_heads"], "q_lora": t["q_lora_rank"], "kv_lora": t["kv_lora_rank"],
+            "rope_dim": t["qk_rope_head_dim"], "v_head_dim": t["v_head_dim"], "dense_layers": dense,
+            "moe_layers": t["num_hidden_layers"] - dense, "experts": t["num_experts"],
+            "topk": t["num_experts_per_token"], "moe_inter": t["moe_intermediate_size"],
+            "latent": t["routed_expert_hidden_size"], "shared": t["num_shared_experts"], "vocab": t["vocab_size"],
+            "attn_res_block": t["attn_res_block_size"]}
+
+
+def k3_ops(m: dict, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
+    """(name, op, query, scale) for one K3 forward pass at `tokens` tokens (scale = layer count)."""
+    h, tp, kda, mla, L = m["hidden"], d.tp, m["kda_layers"], m["mla_layers"], m["layers"]
+    base = {"system": d.system, "backend": d.backend, "version": d.version}
+    gemm = lambda n, k: {**base, "quant": d.gemm_quant, "m": tokens, "n": n, "k": k}  # noqa: E731
+    mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
+    ar = {**base, "tp": tp, "elements": tokens * h}
+    kh = m["kda_heads"] // tp
+    kd = kh * m["kda_head_dim"]
+    kernel = {**base, "heads": kh, "head_dim": m["kda_head_dim"], "d_model": h, "d_conv": m["d_conv"], "batch": batch}
+    ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1), ("embedding_ar", "allreduce", ar, 1),
+           ("kda_norm", "mem", mem(2 * h, 2 * h), kda),
+           ("kda_qkvg_gemm", "gemm", gemm(4 * kd, h), kda),
+           ("kda_bfa_gemm", "gemm", gemm(m["kda_heads"] + m["kda_head_dim"], h), kda),
+           ("kda_fb_gemm", "gemm", gemm(kd, m["kda_head_dim"]), kda)]
+    if context:
+        ops += [("kda_conv1d", "kda_kernel", {**kernel, "kernel": m["kda_conv"], "phase": "context", "seq": seq}, kda),
+                ("kda_scan", "kda_kernel", {**kernel, "kernel": m["kda_scan"], "phase": "context", "seq": seq}, kda),
+                ("kda_onorm", "mem", mem(2 * kd, kd), kda)]  # 0.12.0 prices the output norm in prefill only
+    else:
+        ops.append(("kda_fused_decode", "kda_kernel", {**kernel, "kernel": m["kda_decode"], "phase": "generation"}, kda))
+    mh = m["heads"] // tp
+    quants = {"kv_quant": d.kv_quant, "gemm_quant": d.gemm_quant, "heads": mh, "batch": batch}
+    block = ({**base, **quants, "fmha_quant": d.fmha_quant, "isl": seq} if context else {**base, **quants, "seq": seq})
+    ops += [("kda_o_gemm", "gemm", gemm(h, kd), kda),
+            ("kda_ar", "allreduce", ar, kda),
+            ("mla_norm", "mem", mem(2 * h, 2 * h), mla),
+            ("mla_downscale_gemm", "gemm", gemm(m["q_lora"] + m["kv_lora"] + m["rope_dim"], h), mla),
+            ("mla_block", "mla_context_module" if context else "mla_generation_module", block, mla),
+            ("mla_gate_gemm", "gemm", gemm(mh * m["v_head_dim"], h), mla),
+            ("mla_gate_mul", "mem", mem(2 * mh * m["v_head_dim"], mh * m["v_head_dim"]), mla),
+            ("mla_ar", "allreduce", ar, mla),
+            ("attn_res", "mem", {"bytes": tokens * h * m["attn_res_block"]}, 2 * L),
+            ("ffn_norm", "mem", mem(2 * h, 2 * h), L)]
+    dense, inter = m["dense_layers"], m["inter"] // tp
+    if dense:
+        ops += [("dense_gate_up_gemm", "gemm", gemm(2 * inter, h), dense),
+                ("dense_act_gate", "mem", mem(2 * inter, inter), dense),
+                ("dense_down_gemm", "gemm", gemm(h, inter), dense), ("dense_ffn_ar", "allreduce", ar, dense)]
+    n, lat, shared = m["moe_layers"], m["latent"], m["shared"] * m["moe_inter"] // tp
+    moe = {**base, "quant": d.moe_quant, "distribution": m["distribution"], "gated": True, "topk": m["topk"],
+           "experts": m["experts"], "hidden": lat, "inter": m["moe_inter"], "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
+    dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * lat}
+    ops += [("router_gemm", "gemm", gemm(m["experts"], h), n), ("latent_down_gemm", "gemm", gemm(lat, h), n),
+            ("latent_norm", "mem", mem(2 * lat, 2 * lat), n), ("moe_pre_dispatch", "allreduce", dispatch, n),
+            ("moe", "moe", moe, n), ("moe_post_dispatch", "allreduce", dispatch, n),
+            ("latent_up_gemm", "gemm", gemm(h, lat), n),
+            ("shared_gate_up_gemm", "gemm", gemm(2 * shared, h), n),
+            ("shared_act_gate", "mem", mem(2 * shared, shared), n), ("shared_down_gemm", "gemm", gemm(h, shared), n),
+            ("logits_gemm", "gemm", {**gemm(m["vocab"] // tp, h), "m": batch}, 1)]
+    return ops
