@@ -30,13 +30,14 @@ def lane_order(est, system: str, backend: str, version: str, table: str, slice_c
 
 
 def lane_slice(est, system: str, backend: str, version: str, table: str, filters: dict, where=None,
-               lane_columns: tuple[str, ...] | None = None) -> pl.DataFrame:
+               lane_columns: tuple[str, ...] | None = None, shared: bool = True) -> pl.DataFrame:
     """Rows of the first lane (in lane_order) holding this slice, first-wins; a typed miss names the slice.
 
     `where` (a polars predicate with a readable str()) narrows the slice further; `lane_columns` (default:
-    the filter columns) are the columns whose distinct values count as slices when ranking lanes.
+    the filter columns) are the columns whose distinct values count as slices when ranking lanes;
+    shared=False reads the own version only (EMPIRICAL).
     """
-    df = est.table(system, backend, version, table, shared=True, dedupe=False)
+    df = est.table(system, backend, version, table, shared=shared, dedupe=False)
     for col, val in filters.items():
         df = df.filter(pl.col(col) == val)
     if where is not None:

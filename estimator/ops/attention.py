@@ -16,6 +16,8 @@ from estimator.grid import evaluate, rows_grid
 from estimator.lanes import lane_slice
 from estimator.ops.base import OpModel
 from estimator.sol import context_attention_sol
+from estimator.utilgrid import build_grid as build_util_grid
+from estimator.utilgrid import query_util
 
 TABLE = "context_attention_perf"
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "int8": 1.0}
@@ -40,6 +42,47 @@ def pool_picker(model, est, key):
         return grids[mha]
 
     return pick
+
+
+def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) -> np.ndarray:
+    """EMPIRICAL over the query's pool (MHA when heads == kv_heads, else GQA): SOL(q) / util from a UtilGrid.
+
+    `model._rows(est, key, mha, shared)` gives the pool's rows, `model._pool_sol(est, key, mha)` its SOL over
+    (heads, *other value columns); the util borrowed from a window-0 grid is applied to the windowed SOL.
+    A pool without samples raises EmpiricalUnavailableError naming the slice.
+    """
+    from estimator.errors import EmpiricalUnavailableError, NoDataError
+
+    def build(mha, k):
+        try:
+            rows = model._rows(est, k, mha, shared)
+        except NoDataError:
+            return None
+        coords = rows.select(axes).to_numpy().astype(np.float64)
+        return build_util_grid(coords, model._pool_sol(est, k, mha)(*coords.T) / rows["latency"].to_numpy())
+
+    def grid_for(mha):
+        """The pool's own grid; a windowed pool without samples borrows the full-attention (window 0) one."""
+        for k in (key, {**key, "window": 0}) if int(key["window"]) else (key,):
+            grid = est.memo(("attn_util", model.name, mha, shared, *(k[c] for c in model.group_keys)), lambda: build(mha, k))
+            if grid is not None:
+                return grid
+        return None
+
+    heads = np.asarray(q["heads"])
+    mha = heads.astype(np.int64) == int(key["kv_heads"])
+    coords = np.column_stack([np.asarray(q[c], dtype=np.float64) for c in model.value_columns])
+    out = np.empty(q.height)
+    for pool in (False, True):
+        rows = np.flatnonzero(mha == pool)
+        if not len(rows):
+            continue
+        grid = grid_for(pool)
+        if grid is None:
+            where = "/".join(str(key[c]) for c in model.group_keys)
+            raise EmpiricalUnavailableError(f"{model.name}: no {'MHA' if pool else 'GQA'} samples for {where}")
+        out[rows] = model._pool_sol(est, key, pool)(*coords[rows].T) / query_util(grid, coords[rows])
+    return out
 
 
 class ContextAttentionModel(OpModel):
@@ -69,6 +112,20 @@ class ContextAttentionModel(OpModel):
     def sol(self, est, key, q):
         return self._sol_fn(est, key)(q["heads"], q["isl"], q["batch"]) + self._side(est, key, q, True)
 
+    def _pool_sol(self, est, key, mha: bool):
+        """SOL over (heads, isl, batch) for a pool: the MHA pool's kv heads follow heads."""
+        base = self._sol_fn(est, key)
+        return (lambda h, s, b: base(h, s, b, h)) if mha else base
+
+    def _rows(self, est, key, mha: bool, shared: bool = True) -> pl.DataFrame:
+        filters = {"attn_dtype": key["fmha_quant"], "kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]),
+                   "window_size": int(key["window"])}
+        same = pl.col("num_heads") == pl.col("num_key_value_heads")
+        if not mha:
+            filters["num_key_value_heads"] = int(key["kv_heads"])
+        return lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters, where=same if mha else ~same,
+                          lane_columns=(*LANE_COLUMNS,), shared=shared)
+
     def _grid(self, est, key, mha: bool = False):
         """GQA pool: the kv-heads slice without its heads == kv rows; MHA pool: every heads == kv row.
 
@@ -76,13 +133,7 @@ class ContextAttentionModel(OpModel):
         answers a heads == kv query from it; the other rows of a kv-heads slice form its GQA table.
         """
         def build():
-            filters = {"attn_dtype": key["fmha_quant"], "kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]),
-                       "window_size": int(key["window"])}
-            same = pl.col("num_heads") == pl.col("num_key_value_heads")
-            if not mha:
-                filters["num_key_value_heads"] = int(key["kv_heads"])
-            rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters, where=same if mha else ~same,
-                              lane_columns=(*LANE_COLUMNS,))
+            rows = self._rows(est, key, mha)
             sol = self._sol_fn(est, key)
             if mha:
                 return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["isl"], c["batch_size"], c["num_heads"])),
@@ -100,3 +151,16 @@ class ContextAttentionModel(OpModel):
                 value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
             out[i] = np.nan if value is None else value
         return out + self._side(est, key, q, False), np.isnan(out)
+
+    def empirical(self, est, key, q, shared: bool = False):
+        """SOL / util per pool, util from a UtilGrid over that pool's samples [heads, isl, batch]; side ops added."""
+        return pooled_empirical(self, est, key, q, shared, AXES) + self._side(est, key, q, False), "empirical"
+
+    def evaluate(self, est, key, q, mode):
+        """0.12.0 charges the q/k norm side ops in SILICON only: a HYBRID or EMPIRICAL qk_norm query (its SILICON
+        rows included) costs the same as without them (measured: exactly those four ops' cost apart)."""
+        if mode not in ("hybrid", "empirical") or not key["qk_norm"]:
+            return super().evaluate(est, key, q, mode)
+        answer = super().evaluate(est, {**key, "qk_norm": False}, q, mode)
+        answer.sol = self.sol(est, key, q)
+        return answer

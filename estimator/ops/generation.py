@@ -12,7 +12,7 @@ import polars as pl
 
 from estimator.grid import evaluate, rows_grid
 from estimator.lanes import lane_slice
-from estimator.ops.attention import KV_BYTES, pool_picker
+from estimator.ops.attention import KV_BYTES, pool_picker, pooled_empirical
 from estimator.ops.base import OpModel
 from estimator.sol import generation_attention_sol
 
@@ -48,20 +48,27 @@ class GenerationAttentionModel(OpModel):
     def sol(self, est, key, q):
         return self._sol_fn(est, key)(q["heads"], q["batch"], q["seq"])
 
+    def _pool_sol(self, est, key, mha: bool):
+        """SOL over (heads, batch, seq) for a pool: the MHA pool's kv heads follow heads."""
+        base = self._sol_fn(est, key)
+        return (lambda h, b, s: base(h, b, s, h)) if mha else base
+
+    def _rows(self, est, key, mha: bool, shared: bool = True) -> pl.DataFrame:
+        """The pool's rows with seq = step + 1, latencies raised to their SOL (the reference's load clamp)."""
+        filters = {"kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]), "window_size": int(key["window"])}
+        same = pl.col("num_heads") == pl.col("num_key_value_heads")
+        if not mha:
+            filters["num_key_value_heads"] = int(key["kv_heads"])
+        rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters, where=same if mha else ~same,
+                          lane_columns=LANE_COLUMNS, shared=shared)
+        rows = rows.with_columns((pl.col("step") + 1).alias("seq"))
+        floor = self._pool_sol(est, key, mha)(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["seq"].to_numpy())
+        return rows.with_columns(pl.Series("latency", np.maximum(rows["latency"].to_numpy(), floor)))  # SOL clamp
+
     def _grid(self, est, key, mha: bool = False):
         """GQA pool (kv-heads slice less its heads == kv rows) or MHA pool (all heads == kv rows), as in attention.py."""
         def build():
-            filters = {"kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]), "window_size": int(key["window"])}
-            same = pl.col("num_heads") == pl.col("num_key_value_heads")
-            if not mha:
-                filters["num_key_value_heads"] = int(key["kv_heads"])
-            rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters, where=same if mha else ~same,
-                              lane_columns=LANE_COLUMNS)
-            base = self._sol_fn(est, key)
-            sol = (lambda h, b, s: base(h, b, s, h)) if mha else base
-            rows = rows.with_columns((pl.col("step") + 1).alias("seq"))
-            floor = sol(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["seq"].to_numpy())
-            rows = rows.with_columns(pl.Series("latency", np.maximum(rows["latency"].to_numpy(), floor)))  # SOL clamp
+            rows, sol = self._rows(est, key, mha), self._pool_sol(est, key, mha)
             return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["batch_size"], c["seq"])))
 
         return est.memo(("gen_grid", mha, *(key[c] for c in self.group_keys)), build)
@@ -75,3 +82,7 @@ class GenerationAttentionModel(OpModel):
                 evaluate(grid, {"num_heads": int(h), "batch_size": int(b), "seq": int(kv) + 1})[0] for kv in kv_samples(int(s))]
             out[i] = np.nan if any(v is None for v in samples) else float(np.mean(samples))
         return out, np.isnan(out)
+
+    def empirical(self, est, key, q, shared: bool = False):
+        """SOL / util per pool, util from a UtilGrid over that pool's samples [heads, batch, seq]."""
+        return pooled_empirical(self, est, key, q, shared, AXES), "empirical"
