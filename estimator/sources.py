@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from functools import lru_cache
 from pathlib import Path
@@ -150,12 +149,8 @@ class WarehouseSource(PerfSource):
         return f"warehouse {self.root}"
 
     def batches_version(self) -> int | None:
-        """Latest commit of the `batches` Delta log (file names only: no table open per lookup)."""
-        log = self.wh.table_uri("batches") / "_delta_log"
-        if not log.is_dir():
-            return None
-        commits = [int(name[:-5]) for name in os.listdir(log) if name.endswith(".json") and name[:-5].isdigit()]
-        return max(commits, default=None)
+        """Latest commit of the `batches` table (no table open per lookup)."""
+        return self.wh.latest_commit("batches")
 
     def _cached(self, key: tuple, build):
         stamp = self.batches_version()

@@ -71,10 +71,11 @@ class Warehouse:
 
     # -- reads -------------------------------------------------------------------------------------
     @staticmethod
-    def _scan(uri: Path, table: DeltaTable) -> pl.LazyFrame:
-        """A lazy scan of exactly the opened version (Polars' native Parquet reader; partition
-        filters prune files). deltalake's pyarrow-dataset path can abort the interpreter at exit."""
-        return pl.scan_delta(str(uri), version=table.version())
+    def _scan(table: DeltaTable) -> pl.LazyFrame:
+        """A lazy scan of exactly the opened version (Polars' native Parquet reader; partition filters
+        prune files; the log already read by `_open` is not read again). deltalake's pyarrow-dataset
+        path can abort the interpreter at exit."""
+        return pl.scan_delta(table)
 
     def curated_tables(self) -> list[str]:
         base = self.root / "curated"
@@ -85,7 +86,7 @@ class Warehouse:
         table = self._open(uri, as_of)
         if table is None:
             return None
-        scan = self._scan(uri, table)
+        scan = self._scan(table)
         for column, value in filters.items():
             if value is not None:
                 scan = scan.filter(pl.col(column) == value)
@@ -116,7 +117,7 @@ class Warehouse:
         delta = self._open(self.curated_uri(table))
         if delta is None:
             raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
-        return self._scan(self.curated_uri(table), delta).select(list(columns)).collect()
+        return self._scan(delta).select(list(columns)).collect()
 
     def has_table(self, name: str) -> bool:
         return (self.table_uri(name) / "_delta_log").is_dir()
@@ -124,6 +125,14 @@ class Warehouse:
     def table_version(self, name: str, *, curated: bool = False) -> int | None:
         table = self._open(self.curated_uri(name) if curated else self.table_uri(name))
         return None if table is None else table.version()
+
+    def latest_commit(self, name: str) -> int | None:
+        """The newest commit number of an auxiliary table from its log's file names alone: a cheap
+        "has anything changed?" stamp for caches (no table is opened)."""
+        log = self.table_uri(name) / "_delta_log"
+        if not log.is_dir():
+            return None
+        return max((int(p.stem) for p in log.glob("*.json") if p.stem.isdigit()), default=None)
 
     def table_history(self, name: str, *, curated: bool = False) -> list[dict]:
         table = self._open(self.curated_uri(name) if curated else self.table_uri(name))
@@ -161,12 +170,12 @@ class Warehouse:
             raise ValueError(f"mode must be append or overwrite, not {mode!r}")
         return self._write(self.table_uri(name), df, mode=mode, partition_by=partition_by)
 
-    def _existing_slices(self, uri: Path, table: DeltaTable, slice_columns: Sequence[str],
+    def _existing_slices(self, table: DeltaTable, slice_columns: Sequence[str],
                          partition_by: Sequence[str] | None) -> set[tuple]:
         """Slices already in the table: from the log's partition values when the slice is the partition."""
         if partition_by and list(partition_by) == list(slice_columns):
             return {tuple(p.get(c) for c in slice_columns) for p in table.partitions()}
-        return set(self._scan(uri, table).select(list(slice_columns)).unique().collect().iter_rows())
+        return set(self._scan(table).select(list(slice_columns)).unique().collect().iter_rows())
 
     def replace_slices(self, uri: Path, df: pl.DataFrame, slice_columns: Sequence[str],
                        slices: Iterable[Sequence[object]], *, partition_by: Sequence[str] | None = None) -> int | None:
@@ -182,7 +191,7 @@ class Warehouse:
         table = self._open(uri)
         if table is None:  # created even when empty, so readers find every table of the warehouse
             return self._write(uri, df, mode="append", partition_by=partition_by)
-        overlap = slices & self._existing_slices(uri, table, slice_columns, partition_by)
+        overlap = slices & self._existing_slices(table, slice_columns, partition_by)
         if not overlap:
             return self._write(uri, df, mode="append", partition_by=partition_by) if not df.is_empty() else None
         predicate = slice_predicate(slices, slice_columns)
