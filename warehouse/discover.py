@@ -128,7 +128,7 @@ def _tree_batches(root: Path, source: str, catalog: Catalog, under: Path | None 
             check_safe_name(version, "version")
             files = sorted([*folder.glob("*.parquet"), *folder.glob(f"*{STAGING_SUFFIX}")])
             for file in files:
-                spec = catalog.table(_table_name(file))
+                spec = catalog.table(table_of(file))
                 if spec.family != family:
                     raise CatalogError(f"{file}: table {spec.name} belongs to family {spec.family!r}, not {family!r}")
         except CatalogError as exc:
@@ -139,13 +139,9 @@ def _tree_batches(root: Path, source: str, catalog: Catalog, under: Path | None 
     return batches
 
 
-def _table_name(file: Path) -> str:
-    return file.name.removesuffix(".parquet").removesuffix(".txt")
-
-
 def table_of(file: Path) -> str:
     """The perf table a file holds (its stem)."""
-    return _table_name(file)
+    return file.name.removesuffix(".parquet").removesuffix(".txt")
 
 
 def _identity_from_folder(folder: Path, catalog: Catalog) -> dict[str, str]:
@@ -181,7 +177,7 @@ def _staging_batch(folder: Path, source: str, catalog: Catalog, system: str | No
         check_safe_name(identity["version"], "version")
         files = sorted(folder.glob(f"*{STAGING_SUFFIX}"))
         for file in files:
-            catalog.table(_table_name(file))
+            catalog.table(table_of(file))
     except CatalogError as exc:
         return DiscoveryFailure(source, str(exc))
     except yaml.YAMLError as exc:
