@@ -17,6 +17,7 @@ import yaml
 
 from estimator.batch import estimate
 from estimator.errors import EstimatorError, UnsupportedModelError
+from estimator.glm5 import glm5_dims, glm5_ops
 from estimator.kimi_k3 import k3_dims, k3_ops
 from estimator.sol import elementwise_bytes, mem_op_latency
 from estimator.specs import REPO_ROOT, wheel_systems_dir
@@ -70,6 +71,8 @@ def load_model(name: str) -> dict:
         raise EstimatorError(f"{path}: architecture {arch!r} not in {MODELS_YAML.name}")
     if family["kind"] == "kimi_k3":
         return {**k3_dims(cfg), **family, "name": name}
+    if family["kind"] == "glm5":
+        return {**glm5_dims(cfg, path, family), **family, "name": name}
     dims = {k: cfg.get(v) for k, v in _catalog()["fields"].items()}
     dims["head_dim"] = dims["head_dim"] or dims["hidden"] // dims["heads"]
     return {**dims, **family, "name": name}
@@ -80,6 +83,8 @@ def _ops(m: dict, d: Deploy, tokens: int, context: bool, batch: int, seq: int) -
     d = replace(d, moe_quant=d.moe_quant or m.get("moe_quant", "bfloat16"))
     if m["kind"] == "kimi_k3":
         return k3_ops(m, d, tokens, context, batch, seq)
+    if m["kind"] == "glm5":
+        return glm5_ops(m, d, tokens, context, batch, seq)
     L, h, tp = m["layers"], m["hidden"], d.tp
     base = {"system": d.system, "backend": d.backend, "version": d.version}
     gemm = lambda mm, n, k: {**base, "quant": d.gemm_quant, "m": mm, "n": n, "k": k}  # noqa: E731
@@ -123,6 +128,8 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
             out[name] = float(mem_op_latency(query["bytes"], spec)) * scale
         elif op == "allreduce" and query["tp"] <= 1:
             out[name] = 0.0
+        elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
+            out[name] = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
         else:
             out[name] = float(estimate(est, op, pl.DataFrame({k: [v] for k, v in query.items()}), mode=mode)["latency_ms"][0]) * scale
     return out
@@ -132,8 +139,8 @@ def static(est, model: str, d: Deploy, *, batch: int, isl: int, osl: int, mode: 
     """{"ttft_ms", "tpot_ms", "context": {op: ms}, "generation": {op: ms}}."""
     m = load_model(model)
     if m.get("backends") and d.backend not in m["backends"]:
-        raise UnsupportedModelError(f"{model}: the {m['kind']} layer plan is assembled for backends {m['backends']} "
-                                    f"only (0.12.0 splits MLA into GEMMs + MLA attention on {d.backend})")
+        raise UnsupportedModelError(f"{model}: the {m['kind']} layer plan is assembled for backends "
+                                    f"{', '.join(m['backends'])} only ({MODELS_YAML.name} `backends`), not {d.backend}")
     spec = est.spec(d.system)
     context = price(est, _ops(m, d, batch * isl, True, batch, isl), spec, mode)
     generation: dict[str, float] = {}

@@ -109,3 +109,16 @@ def mla_bmm_sol(tokens, heads, memory: float, dims: dict, flops: float, bw: floa
     ops = 2 * t * n * r * h
     nbytes = memory * n * (r * h + t * (r + h))
     return _roof(ops, nbytes, flops, bw)
+
+
+def kda_sol(forms, batch, seq, v_heads, head_k, head_v, d_conv, chunk: int, bw: float):
+    """KDA kernels, memory only: `recurrent` = fp32 state per started chunk + 5 bf16 vectors per token;
+    `conv` = 3·hv channels × (2·d_conv + 4) bytes per token; both per (batch, v-head)."""
+    b, s, n, hk, hv, dc = (np.asarray(a, dtype=np.float64) for a in (batch, seq, v_heads, head_k, head_v, d_conv))
+    nbytes = np.zeros(np.broadcast(b, s, n).shape)
+    if "recurrent" in forms:
+        nbytes = nbytes + b * n * ((s // chunk + 1) * 8 * hk * hv + 10 * hv * s)
+    if "conv" in forms:
+        nbytes = nbytes + b * s * 3 * n * hv * (2 * dc + 4)
+    mem = nbytes / bw * 1000.0
+    return mem, np.zeros_like(mem), mem

@@ -10,6 +10,7 @@ def registry() -> dict[str, OpModel]:
     from estimator.ops.allreduce import CustomAllReduceModel
     from estimator.ops.attention import ContextAttentionModel
     from estimator.ops.comm import NcclModel
+    from estimator.ops.dsa_module import DsaContextModuleModel, DsaGenerationModuleModel
     from estimator.ops.generation import GenerationAttentionModel
     from estimator.ops.kda import KdaModel
     from estimator.ops.mla import ContextMlaModel, GenerationMlaModel, MlaBmmModel
@@ -18,7 +19,7 @@ def registry() -> dict[str, OpModel]:
 
     models = [GemmModel(), MoeModel(), NcclModel(), CustomAllReduceModel(), ContextAttentionModel(),
               GenerationAttentionModel(), ContextMlaModel(), GenerationMlaModel(), MlaBmmModel(), KdaModel(),
-              ContextMlaModuleModel(), GenerationMlaModuleModel()]
+              ContextMlaModuleModel(), GenerationMlaModuleModel(), DsaContextModuleModel(), DsaGenerationModuleModel()]
     return {m.name: m for m in models}
 
 

@@ -49,13 +49,15 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
 
     `model._rows(est, key, mha, shared)` gives the pool's rows, `model._pool_sol(est, key, mha)` its SOL over
     (heads, *other value columns); the util borrowed from a window-0 grid is applied to the windowed SOL.
+    Samples enter the grid sorted along `axes` (0.12.0 walks its nested table in key order, not file order):
+    equidistant neighbours, common at clamped lattice corners, resolve by that order.
     A pool without samples raises EmpiricalUnavailableError naming the slice.
     """
     from estimator.errors import EmpiricalUnavailableError, NoDataError
 
     def build(mha, k):
         try:
-            rows = model._rows(est, k, mha, shared)
+            rows = model._rows(est, k, mha, shared).sort(list(axes), maintain_order=True)
         except NoDataError:
             return None
         coords = rows.select(axes).to_numpy().astype(np.float64)

@@ -1,23 +1,40 @@
-"""KDA (Kimi Delta Attention) kernels from kda_perf, as 0.12.0 prices them inside the collected grid.
+"""KDA (Kimi Delta Attention) kernels from kda_perf, as 0.12.0 prices them.
 
-Context kernels (causal_conv1d_fn_qkv3, flashkda_fwd, chunk_kda) are a (batch, seq_len) grid, bilinear in
-both (found by probing the reference: every off-grid query inside the grid is the bilinear value);
-generation kernels (fused_kda_decode, causal_conv1d_update, ...) are one batch curve at seq_len 1, linear
-inside. Heads are per attention-TP shard. 0.12.0 has no KDA roofline (its SOL call raises), so `sol_ms`
-is NaN and SOL/EMPIRICAL raise; queries outside the grid or at uncollected heads are typed misses here
-(the reference answers some of them by rules not reproduced yet; see docs/estimator.md Known gaps).
+Rows: own backend (version, donors, earlier versions), then the reuse manifest's cross-backend lenders
+(`cross_backend.py`). SILICON reads the query's head count; HYBRID also lets an uncollected one read the
+nearest collected count (ties to the smaller, unscaled, label xshape; 0.12.0 does so inside SILICON).
+Context kernels are a [batch][seq] Grid (`grid.py`: exact, bilinear, ragged SOL rescale, 4-leaf util
+transfer outside); decode kernels a batch curve (lerp, edge util outside), both over the kda.yaml roofline.
+A kernel without rows at the query's d_model is priced by that roofline (tier `sol`), and a decode kernel
+kda.yaml routes through a fused one covering the shard prices that one, as 0.12.0 does inside SILICON (all
+found by probing it; docs/estimator.md).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
+
 import numpy as np
 import polars as pl
+import yaml
 
+from estimator.cross_backend import with_cross_backend
+from estimator.curve1d import eval_curve
 from estimator.errors import EmpiricalUnavailableError, NoDataError
-from estimator.ops.base import OpModel
+from estimator.grid import evaluate, rows_grid
+from estimator.ops.base import Answer, OpModel, Queries, tier_codes
+from estimator.sol import kda_sol
 
 TABLE = "kda_perf"
 PHASES = ("context", "generation")
+KDA_YAML = Path(__file__).resolve().parents[1] / "kda.yaml"
+
+
+@lru_cache(maxsize=None)
+def kda_catalog() -> dict:
+    """kda.yaml: roofline forms per (phase, kernel) and the scan chunk length."""
+    return yaml.safe_load(KDA_YAML.read_text())
 
 
 class KdaModel(OpModel):
@@ -27,55 +44,117 @@ class KdaModel(OpModel):
     defaults = {"head_dim": 128, "d_model": 7168, "d_conv": 4, "seq": 1}
 
     def sol(self, est, key, q):
-        return np.full(q.height, np.nan)
+        """The kda.yaml roofline (NaN for a (phase, kernel) pair without one); decode kernels at seq 1."""
+        cat = kda_catalog()
+        forms = (cat["forms"].get(key["phase"]) or {}).get(key["kernel"])
+        if forms is None:
+            return np.full(q.height, np.nan)
+        seq = np.ones(q.height) if key["phase"] == "generation" else q["seq"]
+        heads, dim = int(key["heads"]), int(key["head_dim"])
+        return kda_sol(forms, q["batch"], seq, heads, dim, dim, int(key["d_conv"]), int(cat["chunk"]),
+                       est.spec(key["system"]).mem_bw)[0]
 
     def empirical(self, est, key, q, shared=False):
-        raise EmpiricalUnavailableError("kda: 0.12.0 has no KDA roofline, so there is no SOL/EMPIRICAL estimate")
+        """HYBRID's fallback only: an uncollected head count reads the nearest collected one (label xshape)."""
+        if not shared:
+            raise EmpiricalUnavailableError("kda: 0.12.0 has no KDA util grid, so there is no EMPIRICAL estimate")
+        lat, miss = self._answer(est, key, q, nearest=True)
+        if miss.any():
+            first = int(np.flatnonzero(miss)[0])
+            raise EmpiricalUnavailableError(f"no kda_perf head count can anchor {self.describe(key, q, first)}")
+        return lat, "xshape"
 
     def evaluate(self, est, key, q, mode):
-        if mode == "sol":
-            raise EmpiricalUnavailableError("kda: 0.12.0 has no KDA roofline (SOL mode is not available)")
+        """SOL mode, and SILICON/HYBRID for a kernel without rows at this d_model, answer the roofline (tier sol);
+        a kernel kda.yaml routes through a fused one that covers the shard answers the fused kernel's latency."""
+        route = self._fused_route(est, key) if mode in ("silicon", "hybrid") else None
+        if route is not None:
+            fused = self.evaluate(est, {**key, "kernel": route["via"]}, q, mode)
+            return Answer(fused.latency * float(route.get("factor", 1.0)), self.sol(est, key, q), fused.source)
+        if mode == "sol" or (mode in ("silicon", "hybrid") and not self._kernel_rows(est, key).height):
+            sol = self.sol(est, key, q)
+            if np.isnan(sol).any():
+                what = f"kda: no {key['phase']} roofline for kernel {key['kernel']!r} in {KDA_YAML.name}"
+                if mode == "sol":
+                    raise EmpiricalUnavailableError(what)
+                raise NoDataError(f"{TABLE} {key['system']}/{key['backend']}/{key['version']}: no rows for kernel "
+                                  f"{key['kernel']} ({key['phase']}, d_model={key['d_model']}) and {what}")
+            return Answer(sol, sol, tier_codes("sol", q.height))
         return super().evaluate(est, key, q, mode)
 
-    def _grid(self, est, key) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(batches, seqs, latency[batch, seq] with NaN holes) of one kernel slice; typed miss if absent."""
-        if key["phase"] not in PHASES:
-            raise NoDataError(f"kda: phase {key['phase']!r} is not priced (have {', '.join(PHASES)})")
+    def _fused_route(self, est, key) -> dict | None:
+        """kda.yaml `fused_routes` entry when this kernel has no rows at the query's heads and the fused one has."""
+        route = (kda_catalog().get("fused_routes", {}).get(key["phase"]) or {}).get(key["kernel"])
+        if route is None:
+            return None
+
+        def has_heads(kernel: str) -> bool:
+            rows = self._kernel_rows(est, {**key, "kernel": kernel})
+            return rows.height > 0 and rows.filter(pl.col("num_k_heads") == int(key["heads"])).height > 0
+
+        return route if not has_heads(key["kernel"]) and has_heads(route["via"]) else None
+
+    def _kernel_rows(self, est, key) -> pl.DataFrame:
+        """Rows of one kernel/phase at the query's d_model: own backend first, then cross-backend lenders."""
+
+        def merged():
+            try:
+                own = est.table(key["system"], key["backend"], key["version"], TABLE, shared=True)
+            except NoDataError:
+                own = pl.DataFrame()
+            return with_cross_backend(est.source, own, key["system"], key["backend"], TABLE)
 
         def build():
-            rows = est.table(key["system"], key["backend"], key["version"], TABLE, shared=True)
-            coords = {"kernel_source": key["kernel"], "phase": key["phase"], "num_k_heads": int(key["heads"]),
-                      "num_v_heads": int(key["heads"]), "head_k_dim": int(key["head_dim"]),
+            rows = est.memo(("kda_rows", key["system"], key["backend"], key["version"]), merged)
+            if not rows.height:
+                return rows
+            return rows.filter(pl.col("kernel_source") == key["kernel"], pl.col("phase") == key["phase"],
+                               pl.col("d_model") == int(key["d_model"]))
+
+        if key["phase"] not in PHASES:
+            raise NoDataError(f"kda: phase {key['phase']!r} is not priced (have {', '.join(PHASES)})")
+        return est.memo(("kda_kernel_rows", key["system"], key["backend"], key["version"], key["kernel"],
+                         key["phase"], key["d_model"]), build)
+
+    def _slice(self, est, key, nearest: bool):
+        """The slice's lookup structure: context a [batch][seq] Grid, decode (seq 1) a batch curve; typed miss if
+        absent. `nearest`: an uncollected head count reads the nearest collected one (ties: the smaller), unscaled,
+        which 0.12.0 does inside SILICON and we only in HYBRID (SILICON stays on collected slices)."""
+        def build():
+            coords = {"kernel_source": key["kernel"], "phase": key["phase"], "head_k_dim": int(key["head_dim"]),
                       "head_v_dim": int(key["head_dim"]), "d_model": int(key["d_model"]), "d_conv": int(key["d_conv"])}
-            rows = rows.filter(*[pl.col(c) == v for c, v in coords.items()])
+            rows = self._kernel_rows(est, key).filter(*[pl.col(c) == v for c, v in coords.items()],
+                                                      pl.col("num_k_heads") == pl.col("num_v_heads"))
             if not rows.height:
                 where = ", ".join(f"{c}={v}" for c, v in coords.items())
                 raise NoDataError(f"{TABLE} {key['system']}/{key['backend']}/{key['version']}: no rows for {where}")
-            batches = np.sort(rows["batch_size"].unique().to_numpy())
-            seqs = np.sort(rows["seq_len"].unique().to_numpy())
-            grid = np.full((len(batches), len(seqs)), np.nan)
-            grid[np.searchsorted(batches, rows["batch_size"].to_numpy()),
-                 np.searchsorted(seqs, rows["seq_len"].to_numpy())] = rows["latency"].to_numpy()
-            return batches, seqs, grid
+            want = int(key["heads"])
+            heads = min(rows["num_k_heads"].unique().to_list(), key=lambda h: (abs(h - want), h)) if nearest else want
+            rows = rows.filter(pl.col("num_k_heads") == heads)
+            if not rows.height:
+                raise NoDataError(f"{TABLE} {key['system']}/{key['backend']}/{key['version']}: no rows for "
+                                  f"{key['kernel']} ({key['phase']}) at num_k_heads=num_v_heads={want}")
+            if key["phase"] == "generation":
+                curve = rows.sort("batch_size").unique("batch_size", keep="first", maintain_order=True)
+                return curve["batch_size"].to_numpy(), curve["latency"].to_numpy()
 
-        return est.memo(("kda_grid", *(key[c] for c in self.group_keys)), build)
+            def sol(q: dict) -> float:
+                return float(self.sol(est, key, Queries(batch=np.array([q["batch"]]), seq=np.array([q["seq"]])))[0])
+
+            return rows_grid(rows.rename({"batch_size": "batch", "seq_len": "seq"}), ("batch", "seq"), sol)
+
+        return est.memo(("kda_slice", nearest, *(key[c] for c in self.group_keys)), build)
 
     def silicon(self, est, key, q):
-        batches, seqs, grid = self._grid(est, key)
-        seq = np.ones(q.height) if key["phase"] == "generation" else q["seq"].astype(np.float64)
-        bi, bw, bmiss = _bracket(batches, q["batch"].astype(np.float64))
-        si, sw, smiss = _bracket(seqs, seq)
-        grid = np.pad(grid, ((0, int(len(batches) == 1)), (0, int(len(seqs) == 1))), mode="edge")  # one-point axes
-        lat = ((1 - bw) * ((1 - sw) * grid[bi, si] + sw * grid[bi, si + 1])
-               + bw * ((1 - sw) * grid[bi + 1, si] + sw * grid[bi + 1, si + 1]))
-        miss = bmiss | smiss | ~np.isfinite(lat)
-        return np.where(miss, np.nan, lat), miss
+        return self._answer(est, key, q, nearest=False)
 
-
-def _bracket(axis: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(lower index, weight of the upper point, outside mask); a one-point axis answers only itself."""
-    if len(axis) == 1:
-        return np.zeros(len(x), dtype=np.int64), np.zeros(len(x)), x != axis[0]
-    i = np.clip(np.searchsorted(axis, x, side="right") - 1, 0, len(axis) - 2)
-    w = (x - axis[i]) / (axis[i + 1] - axis[i])
-    return i, np.clip(w, 0.0, 1.0), (x < axis[0]) | (x > axis[-1])
+    def _answer(self, est, key, q, nearest: bool):
+        """Context: the Grid (exact / bilinear / ragged SOL rescale inside, 4-leaf util transfer outside);
+        decode: the batch curve (lerp inside, the edge point's util outside). No roofline: in-data answers only."""
+        found = self._slice(est, key, nearest)
+        if key["phase"] == "generation":
+            sol = lambda b: self.sol(est, key, Queries(batch=b, seq=np.ones(len(b))))  # noqa: E731
+            return eval_curve(*found, q["batch"], sol)
+        lat = np.array([evaluate(found, {"batch": float(b), "seq": float(s)})[0] for b, s in zip(q["batch"], q["seq"])],
+                       dtype=np.float64)
+        return lat, ~np.isfinite(lat)

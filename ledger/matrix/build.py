@@ -4,7 +4,8 @@ Every op the model's layers need (ledger/matrix/needs.py: GEMMs, GQA/MLA attenti
 generation, MoE, the mode's comm) is asked SILICON first, then HYBRID. PASS when all are SILICON,
 HYBRID_PASS (Source = the weakest tier used) when some need a transfer, FAIL naming the first unpriced
 op and its table/slice -- an op the estimator has no model for is a FAIL that says so, never a PASS by
-omission -- and HW_INCOMPATIBLE from the hardware rules in rules.yaml.
+omission -- and HW_INCOMPATIBLE from the hardware rules in rules.yaml. A need with alternatives (`any_of`:
+MLA as a module or as kernels, per-backend KDA kernels) is priced by the first option the data holds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from itertools import product
 
 import polars as pl
 
+from ledger.matrix.choices import Choice, resolve_choice
 from ledger.matrix.needs import Need, derive_needs, load_config, load_needs, model_dims
 from ledger.matrix.rules import MatrixRules, load_rules
 from ledger.specs import ModelSpec, OpNeed
@@ -68,12 +70,13 @@ def weakest(tiers: list[str], order: tuple[str, ...]) -> str:
 
 
 def price(estimate: Estimate, op: str, queries: pl.DataFrame, order: tuple[str, ...]) -> tuple[str | None, str | None]:
-    """(tier, None) when priced, (None, reason) when not: SILICON first, then HYBRID."""
+    """(tier, None) when priced, (None, reason) when not: SILICON first, then HYBRID. The tier is the
+    answer's own `source` (a SILICON answer may be a roofline alone: tier `sol`, never a PASS)."""
     from estimator.errors import EstimatorError
 
     try:
-        estimate(op, queries, "silicon")
-        return "silicon", None
+        out = estimate(op, queries, "silicon")
+        return weakest(out["source"].unique().to_list(), order), None
     except EstimatorError as exc:
         first = str(exc)
     try:
@@ -104,6 +107,14 @@ class Pricer:
         tier, err = self.memo[key]
         return tier, None if tier else f"{label}: {err}"
 
+    def choice(self, choice: Choice, cell: tuple[str, str, str]) -> tuple[str | None, str | None]:
+        """An any_of need: the first option the cell's data prices (ledger/matrix/choices.py)."""
+        tier, err, _ = resolve_choice(choice, cell[1], lambda n: self.need(n, cell), lambda t: weakest(t, self.order))
+        return tier, err
+
+    def any(self, need: Need | Choice, cell: tuple[str, str, str]) -> tuple[str | None, str | None]:
+        return self.choice(need, cell) if isinstance(need, Choice) else self.need(need, cell)
+
     def explicit(self, need: OpNeed, cell: tuple[str, str, str]) -> tuple[str | None, str | None]:
         if need.op not in self.known_ops:
             return None, f"{need.op}: {NO_OP_MODEL.format(op=need.op)}"
@@ -119,7 +130,7 @@ def lane_versions(spec: ModelSpec, lane_id: str, cell: tuple[str, str, str]) -> 
     return list(dict.fromkeys([version, *pinned]))
 
 
-def model_needs(spec: ModelSpec, modes: tuple[str, ...]) -> dict[str, list[Need]]:
+def model_needs(spec: ModelSpec, modes: tuple[str, ...]) -> dict[str, list[Need | Choice]]:
     """Per mode, the ops the model's layers need (empty when the spec sets `matrix.derive: false`)."""
     if not spec.matrix.derive:
         return {m: [] for m in modes}
@@ -129,12 +140,12 @@ def model_needs(spec: ModelSpec, modes: tuple[str, ...]) -> dict[str, list[Need]
     return {m: derive_needs(spec.architecture, dims, spec.matrix.quant, m, doc) for m in modes}
 
 
-def judge(spec: ModelSpec, cell: tuple[str, str, str], needs: list[Need], pricer: Pricer,
+def judge(spec: ModelSpec, cell: tuple[str, str, str], needs: list[Need | Choice], pricer: Pricer,
           lane_rows: dict[tuple, int]) -> tuple[str, str, str]:
     """(Status, ErrMsg, Source) of one system/backend/version/mode (hardware already checked)."""
     tiers, errors, unpriced = [], [], []
     for need in needs:
-        tier, error = pricer.need(need, cell)
+        tier, error = pricer.any(need, cell)
         tiers.append(tier) if tier else (errors.append(error), unpriced.append(f"{need.name}/{need.phase}"))
     for op_need in spec.matrix.ops:
         tier, error = pricer.explicit(op_need, cell)

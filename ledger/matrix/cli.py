@@ -1,4 +1,4 @@
-"""`perfledger matrix import|count|compare|labels`: support-matrix snapshots in the warehouse."""
+"""`perfledger matrix import|count|compare|labels|build|explain`: support-matrix snapshots in the warehouse."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typer
 
 from perfledger.console import EXIT_USAGE, emit_json, fail
 
-matrix_app = typer.Typer(no_args_is_help=True, help="Support-matrix snapshots: import, count, compare.")
+matrix_app = typer.Typer(no_args_is_help=True, help="Support-matrix snapshots: import, count, compare, build, explain.")
 WAREHOUSE = typer.Option(None, "--warehouse", help="Warehouse root (default: $PERFLEDGER_WAREHOUSE, then var/warehouse).")
 JSON = typer.Option(False, "--json", help="Print one JSON object on stdout.")
 
@@ -146,3 +146,27 @@ def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names
     emit(summary, as_json, f"{label}: {summary['rows']} rows, {summary['by_status']}"
          + ("" if store else "".join(f"\n{r['System']} {r['Backend']} {r['Version']} {r['Mode']}: {r['Status']} "
                                      f"{r['Source'] or r['ErrMsg']}" for r in summary["matrix"])))
+
+
+@matrix_app.command("explain")
+def explain_cmd(model: str = typer.Argument(..., help="HF id or spec name (kimi-k3 ...)."),
+                imported: str = typer.Argument(..., help="The reference state: a stored label, a directory or a CSV."),
+                ours: str = typer.Option("perfledger", "--ours", help="Our built matrix: a stored label, directory or CSV."),
+                warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+    """Where our matrix and the imported one disagree for a model: keys counted by transition and reason."""
+    from ledger.matrix.explain import model_disagreements
+    from ledger.matrix.reader import MatrixFormatError
+    from ledger.matrix.store import SnapshotError, resolve
+    from ledger.specs import LaneSpecError, find_spec
+
+    try:
+        spec = find_spec(model)
+        wh = _warehouse(warehouse)
+        (ours_name, mine), (imported_name, theirs) = resolve(wh, ours), resolve(wh, imported)
+    except (LaneSpecError, MatrixFormatError, SnapshotError) as exc:
+        fail(str(exc), code=EXIT_USAGE, as_json=as_json)
+    result = {"model": spec.model, "ours": ours_name, "imported": imported_name,
+              **model_disagreements(mine, theirs, spec.model)}
+    emit(result, as_json, f"{spec.model}: {result['agree']} agree, {len(result['disagree'])} disagree, "
+         f"{result['only_ours']} only ours, {result['only_imported']} only imported"
+         + "".join(f"\n{r['keys']:>5}  {r['transition']}: {r['reason']}" for r in result["by_reason"]))

@@ -2,7 +2,8 @@
 
 A row is PASS only when every op of the model's layers is priced; deriving the list from the model's
 own config (GEMMs of its linear layers, GQA or MLA attention in context and generation, MoE, the comm
-of the mode's parallel layout) keeps a row from passing because a need was never asked.
+of the mode's parallel layout) keeps a row from passing because a need was never asked. A need may list
+alternatives (`any_of`, resolved in ledger/matrix/choices.py) where backends measure one layer op differently.
 """
 
 from __future__ import annotations
@@ -121,15 +122,59 @@ def _value(raw: Any, names: dict, quant: dict, where: str) -> Any:
     return raw
 
 
-def derive_needs(architecture: str, dims: dict, quant: dict, mode: str, doc: dict | None = None) -> list[Need]:
-    """Every op query of one layer stack for `mode` (agg/disagg), in layer order, context then generation."""
+def quant_labels(doc: dict, quant: dict) -> dict:
+    """The spec's quant labels over needs.yaml's defaults, plus `quant_derived` roles the spec leaves unset
+    (e.g. the MLA BMM quant follows the GEMM quant: bf16 stays bf16, any other label runs the BMMs in fp8)."""
+    labels = {**doc["quant_defaults"], **quant}
+    for role, rule in (doc.get("quant_derived") or {}).items():
+        if role not in quant:
+            source = labels.get(rule["from"])
+            labels[role] = rule["map"].get(source, rule["map"].get("*", source))
+    return labels
+
+
+def _need(t: dict, names: dict, labels: dict, phase: str, where: str) -> Need:
+    """One op template (name, op, table, query, fixed) evaluated at the phase's names."""
+    if not isinstance(t, dict) or "op" not in t:
+        raise NeedsError(f"{where}: expected a mapping with an `op` (or `any_of`)")
+    query = tuple((k, _value(v, names, labels, f"{where}.query.{k}")) for k, v in (t.get("query") or {}).items())
+    query += tuple((t.get("fixed") or {}).items())
+    return Need(t.get("name", t["op"]), t["op"], t.get("table", t["op"]), phase, query)
+
+
+def _choice(t: dict, names: dict, labels: dict, phase: str, where: str):
+    """An `any_of` need: options in order, each {ops: [op templates], backends: [..] (optional)}."""
+    from ledger.matrix.choices import Choice, Option
+
+    if "op" in t or not isinstance(t["any_of"], list) or not t["any_of"]:
+        raise NeedsError(f"{where}.any_of: expected a non-empty list of options (and no `op` beside it)")
+    if not isinstance(t.get("name"), str):
+        raise NeedsError(f"{where}.name: an any_of need needs a name (the layer op its options price)")
+    options = []
+    for j, raw in enumerate(t["any_of"]):
+        at = f"{where}.any_of[{j}]"
+        if not isinstance(raw, dict) or set(raw) - {"ops", "backends"} or not isinstance(raw.get("ops"), list) \
+                or not raw["ops"]:
+            raise NeedsError(f"{at}: expected {{ops: [op templates], backends: [names] (optional)}}")
+        backends = raw.get("backends") or []
+        if not isinstance(backends, list) or not all(isinstance(b, str) for b in backends):
+            raise NeedsError(f"{at}.backends: expected a list of backend names")
+        ops = [_need(op, names, labels, phase, f"{at}.ops[{k}]") for k, op in enumerate(raw["ops"])
+               if not (isinstance(op, dict) and "when" in op and not evaluate(op["when"], names, f"{at}.ops[{k}].when"))]
+        options.append(Option(tuple(ops), tuple(backends)))
+    return Choice(t["name"], phase, tuple(options))
+
+
+def derive_needs(architecture: str, dims: dict, quant: dict, mode: str, doc: dict | None = None) -> list:
+    """Every op query (Need) or alternative set (choices.Choice) of one layer stack for `mode` (agg/disagg),
+    in layer order, context then generation."""
     doc = doc or load_needs()
     if architecture not in doc["architectures"]:
         raise NeedsError(f"{NEEDS_FILE.name}: architecture {architecture!r} not in architectures "
                          f"(known: {', '.join(doc['architectures'])})")
     if mode not in doc["deployments"]:
         raise NeedsError(f"{NEEDS_FILE.name}: no deployments.{mode}")
-    labels = {**doc["quant_defaults"], **quant}
+    labels = quant_labels(doc, quant)
     out = []
     for phase in PHASES:
         names = {**dims, **doc["deployments"][mode][phase]}
@@ -138,7 +183,5 @@ def derive_needs(architecture: str, dims: dict, quant: dict, mode: str, doc: dic
                 where = f"{NEEDS_FILE.name}: components.{component}[{i}]"
                 if phase not in t.get("phases", PHASES) or ("when" in t and not evaluate(t["when"], names, f"{where}.when")):
                     continue
-                query = tuple((k, _value(v, names, labels, f"{where}.query.{k}")) for k, v in t["query"].items())
-                query += tuple((t.get("fixed") or {}).items())
-                out.append(Need(t["name"], t["op"], t.get("table", t["op"]), phase, query))
+                out.append(_choice(t, names, labels, phase, where) if "any_of" in t else _need(t, names, labels, phase, where))
     return out

@@ -49,8 +49,9 @@ def read_snapshot(wh, label: str | None = None) -> tuple[str, pl.DataFrame]:
 
 
 def resolve(wh, ref: str) -> tuple[str, pl.DataFrame]:
-    """A compare operand: an existing directory/CSV is read directly, anything else is a stored label."""
+    """A compare operand: a stored label, else an existing directory/CSV read directly, else an unknown label
+    (a label wins over a same-named path: `perfledger`, our built matrix, is also the package directory)."""
     path = Path(ref)
-    if path.exists():
+    if ref not in labels(wh)["label"].to_list() and path.exists():
         return str(path), read_matrix(path)
     return read_snapshot(wh, ref)

@@ -75,7 +75,7 @@ def test_moe_and_comm_commands():
     assert res.exit_code == 1 and "num_gpus=6" in json.loads(res.stdout)["error"]
 
 
-def test_static_prices_kimi_k3_like_the_reference_and_a_split_mla_backend_exits_1(oracle):
+def test_static_prices_kimi_k3_like_the_reference_and_a_backend_without_a_plan_exits_1(oracle):
     k3 = ["static", "--model", "moonshotai/Kimi-K3", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.24.0",
           "--tp", "8", "--moe-ep", "8", "--batch", "8", "--isl", "4000", "--osl", "200", "--data", "aic-package", "--json"]
     res = _run(*k3)
@@ -86,4 +86,6 @@ def test_static_prices_kimi_k3_like_the_reference_and_a_split_mla_backend_exits_
     assert out["ttft_ms"] == pytest.approx(ttft, rel=1e-9) and out["tpot_ms"] == pytest.approx(gen_ms / 199, rel=1e-9)
     res = _run(*[a if a not in ("h200_sxm", "vllm", "0.24.0") else {"h200_sxm": "l40s", "vllm": "sglang", "0.24.0": "0.5.14"}[a]
                  for a in k3])
-    assert res.exit_code == 1 and "sglang" in res.output
+    assert res.exit_code == 0 and json.loads(res.stdout)["ttft_ms"] == pytest.approx(95131.41505861287, rel=1e-9)
+    res = _run(*[a if a not in ("vllm", "0.24.0") else {"vllm": "trtllm", "0.24.0": "1.3.0rc20"}[a] for a in k3])
+    assert res.exit_code == 1 and "not trtllm" in res.output

@@ -73,3 +73,26 @@ def test_cli_prefill_dsa_json_and_exit_codes():
     bad = runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "32768", "--cp", "8", "--data", "aic-package", "--json"])
     assert bad.exit_code == 1 and "isl=32768" in json.loads(bad.stdout)["error"]
     assert runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "0", "--cp", "2"]).exit_code == 2
+
+
+@pytest.mark.parametrize("isl,cp", [(16384, 2), (8192, 4)])
+def test_skip_indexer_layers_amortised_by_the_config_full_share(wheel_est, isl, cp):
+    """GLM-5.2 (indexer_types: 21 of 78 full): skip layers pay their own base row + the latent AG only."""
+    out = prefill_dsa(wheel_est, "zai-org/GLM-5.2", *WHERE[1:], isl=isl, cp=cp)
+    p, w = out["per_layer"], out["full_layer_fraction"]
+    assert w == pytest.approx(21 / 78)
+    full = p["dsa_base"] + p["dsa_mqa_delta"] + p["dsa_topk_delta"] + p["dsa_allgather_index"] + p["dsa_allgather_latent"]
+    assert p["dsa_full"] == pytest.approx(full)
+    assert p["dsa_skip"] == pytest.approx(p["dsa_skip_base"] + p["dsa_allgather_latent"])
+    assert p["dsa"] == pytest.approx(w * p["dsa_full"] + (1 - w) * p["dsa_skip"])
+    # the two base rows are the module op's full / skip-indexer rows (bf16 KV, all 64 heads on one card)
+    chunk = math.ceil(isl / cp)
+    q = dict(system="b200_sxm", backend="sglang", version="0.5.14", kv_quant="bfloat16", gemm_quant="bfloat16",
+             heads=64, isl=chunk, batch=1)
+    assert p["dsa_skip_base"] == estimate_one(wheel_est, "dsa_context_module", full_frac=0.0, **q)["latency_ms"]
+    assert p["dsa_base"] == estimate_one(wheel_est, "dsa_context_module", full_frac=1.0, **q)["latency_ms"]
+
+
+def test_models_without_shared_index_price_every_layer_full(wheel_est):
+    out = prefill_dsa(wheel_est, *WHERE, isl=16384, cp=2)
+    assert out["full_layer_fraction"] == 1.0 and "dsa_skip" not in out["per_layer"]

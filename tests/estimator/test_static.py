@@ -39,22 +39,14 @@ K3_CASES = [(dict(tp=8, moe_ep=8), dict(tp_size=8, moe_tp_size=1, moe_ep_size=8)
 @pytest.mark.parametrize("ours_kw,ref_kw,shape", K3_CASES)
 def test_kimi_k3_static_matches_reference_per_op(wheel_est, oracle, ours_kw, ref_kw, shape):
     """K3 (69 KDA + 24 MLA layers, latent MoE) on h200 vllm 0.24.0: every op within 1e-6, TTFT/TPOT too."""
+    from tests.estimator.k3_reference import assert_same_ops, reference
+
     ours = static(wheel_est, "moonshotai/Kimi-K3", Deploy("h200_sxm", "vllm", "0.24.0", **ours_kw), **shape)
-    engine = oracle.EngineHandle.compile("moonshotai/Kimi-K3", "h200_sxm", "vllm", backend_version="0.24.0", **ref_kw)
-    ref_shape = dict(batch_size=shape["batch"], isl=shape["isl"], osl=shape["osl"])
-    ttft, gen_ms, _ = engine.run_static(**ref_shape)
-    ctx_ops, gen_ops = engine.run_static_per_op(**ref_shape)[:2]
-    for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
-        ref = {name.removeprefix(f"{phase}_"): ms for name, ms, *_ in ref_ops if name != f"{phase}_p2p"}
-        assert set(ref) == set(ours[phase]), f"{phase}: op sets differ {set(ref) ^ set(ours[phase])}"
-        for name, ms in ref.items():
-            assert ours[phase][name] == pytest.approx(ms, rel=1e-6), f"{phase} {name}"
-    assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
-    assert ours["tpot_ms"] == pytest.approx(gen_ms / (shape["osl"] - 1), rel=1e-9)
+    assert_same_ops(ours, reference(oracle, "h200_sxm", "vllm", "0.24.0", ref_kw, shape), shape["osl"], rel=1e-6)
 
 
 def test_kimi_k3_reference_point_and_gates(wheel_est):
-    """The issue's point (TTFT 4460.39 ms, decode 6662.94 ms); a split-MLA backend is a typed miss."""
+    """The issue's point (TTFT 4460.39 ms, decode 6662.94 ms); a backend without a plan is a typed miss."""
     from estimator.errors import UnsupportedModelError
 
     d = Deploy("h200_sxm", "vllm", "0.24.0", tp=8, moe_ep=8)
@@ -62,14 +54,7 @@ def test_kimi_k3_reference_point_and_gates(wheel_est):
     assert ours["ttft_ms"] == pytest.approx(4460.392378091653, rel=1e-9)
     assert ours["tpot_ms"] * 199 == pytest.approx(6662.94135752911, rel=1e-9)
     assert ours["context"]["mla_block"] == pytest.approx(106.61228697001316, rel=1e-9)
-    with pytest.raises(UnsupportedModelError, match="sglang"):
-        static(wheel_est, "moonshotai/Kimi-K3", Deploy("l40s", "sglang", "0.5.14", tp=8, moe_ep=8), batch=1, isl=128,
-               osl=4)
+    with pytest.raises(UnsupportedModelError, match="vllm, sglang only .*not trtllm"):
+        static(wheel_est, "moonshotai/Kimi-K3", Deploy("h200_sxm", "trtllm", "1.3.0rc20", tp=8, moe_ep=8), batch=1,
+               isl=128, osl=4)
 
-
-@pytest.mark.parametrize("model,table", [("zai-org/GLM-5-FP8", "sparse_attention/dsa_generation_module_perf")])
-def test_unpriced_families_raise_a_typed_error_naming_the_tables(wheel_est, model, table):
-    from estimator.errors import UnsupportedModelError
-
-    with pytest.raises(UnsupportedModelError, match=table):
-        static(wheel_est, model, Deploy("b200_sxm", "sglang", "0.5.14", tp=8, moe_ep=8), batch=1, isl=128, osl=4)

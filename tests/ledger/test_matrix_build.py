@@ -1,13 +1,17 @@
-"""`matrix build` with the real estimator over a small real warehouse (h200 vLLM 0.24.0 from ../shared)."""
+"""`matrix build` with the real estimator over a small real warehouse (h200 vLLM 0.24.0 from ../shared, with
+the MLA module tables, and the K3 preview build's KDA rows, vLLM 0.1.dev19262, which has no GEMM rows)."""
 
 import json
+from itertools import product
 
 import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from estimator.specs import load_spec
-from ledger.matrix.build import combinations, hw_gap, need_queries, weakest
+from ledger.matrix.build import Pricer, combinations, hw_gap, model_needs, need_queries, weakest
+from ledger.matrix.choices import Choice
+from ledger.matrix.needs import Need
 from ledger.matrix.rules import load_rules
 from ledger.specs import find_spec
 from perfledger.cli import app
@@ -18,7 +22,10 @@ from warehouse.store import Warehouse
 pytestmark = pytest.mark.xdist_group("ledger-test_matrix_build")
 
 FOLDERS = ["h200_sxm/gemm/vllm/0.24.0", "h200_sxm/moe/vllm/0.24.0", "h200_sxm/mla_bmm/vllm/0.24.0",
-           "h200_sxm/attention/vllm/0.24.0", "h200_sxm/comm/vllm/0.24.0", "h200_sxm/comm/nccl/2.26.2"]
+           "h200_sxm/attention/vllm/0.24.0", "h200_sxm/comm/vllm/0.24.0", "h200_sxm/comm/nccl/2.26.2",
+           "h200_sxm/mla/vllm/0.24.0", "h200_sxm/kda/vllm/0.1.dev19262"]
+CELL = ("h200_sxm", "vllm", "0.24.0")
+BARE = ("h200_sxm", "vllm", "0.1.dev19262")  # a partition with KDA rows only
 RULES = load_rules()
 
 
@@ -41,8 +48,8 @@ def built(root):
 
 def test_pass_when_every_need_is_priced_from_collected_data(built):
     summary, frame = built
-    assert summary["label"] == "perfledger" and summary["rows"] == 6  # 3 models x 1 combination x 2 modes
-    qwen = frame.filter(pl.col("HuggingFaceID") == "Qwen/Qwen3-235B-A22B")  # GQA + MoE: every op has a model
+    assert summary["label"] == "perfledger" and summary["rows"] == 12  # 3 models x 2 combinations x 2 modes
+    qwen = frame.filter((pl.col("HuggingFaceID") == "Qwen/Qwen3-235B-A22B") & (pl.col("Version") == "0.24.0"))
     assert qwen.select("System", "Backend", "Version", "Status", "Source").unique().rows() == [
         ("h200_sxm", "vllm", "0.24.0", "PASS", "silicon")]
     assert sorted(qwen["Mode"]) == ["agg", "disagg"]
@@ -65,22 +72,79 @@ def test_hybrid_pass_carries_the_weakest_tier(root):
                                                                          ("disagg", "HYBRID_PASS", "", "xshape")]
 
 
-def test_an_op_the_estimator_lacks_is_a_fail_that_says_so(built):
-    _, frame = built
-    v3 = frame.filter(pl.col("HuggingFaceID") == "deepseek-ai/DeepSeek-V3").row(0, named=True)
-    assert v3["Status"] == "FAIL" and v3["Source"] == ""  # was PASS when only MoE and one GEMM were asked
-    assert v3["ErrMsg"].startswith("mla_context_attention (context, mla_context_module_perf): "
-                                   "the estimator has no 'mla_context' op model")
-    assert "mla_generation_attention/generation" in v3["ErrMsg"]
+def pricer_over(source) -> Pricer:
+    from estimator.batch import estimate
+    from estimator.context import Estimator
+    from estimator.ops import registry
+
+    est = Estimator(source)
+    return Pricer(lambda op, q, mode: estimate(est, op, q, mode=mode), frozenset(registry()), RULES.source_tiers)
+
+
+def choices_of(model: str, mode: str = "agg") -> dict:
+    return {(n.name, n.phase): n for n in model_needs(find_spec(model), (mode,))[mode] if isinstance(n, Choice)}
+
+
+def test_an_op_the_estimator_lacks_is_a_fail_that_says_so(root):
+    from estimator.sources import WarehouseSource
+    from ledger.matrix.choices import Option
+
+    pricer = pricer_over(WarehouseSource(root))
+    lacking = Need("mla_rope", "mla_rope", "mla_rope_perf", "context", (("heads", 12),))
+    assert pricer.need(lacking, CELL) == (None, "mla_rope (context, mla_rope_perf): the estimator has no 'mla_rope' op model")
+    module = choices_of("kimi-k3")[("mla_context_attention", "context")].options[0]
+    tier, err = pricer.any(Choice("mla_context_attention", "context", (Option((lacking,)), module)), CELL)
+    assert tier == "silicon" and err is None  # an option with a missing op model is skipped, never a pass by omission
+    tier, err = pricer.any(Choice("mla_context_attention", "context", (Option((lacking,)),)), CELL)
+    assert tier is None and "[1] mla_rope (context, mla_rope_perf): the estimator has no 'mla_rope' op model" in err
 
 
 def test_fail_names_the_first_missing_need_then_the_rest(built):
     _, frame = built
-    k3 = frame.filter(pl.col("HuggingFaceID") == "moonshotai/Kimi-K3").row(0, named=True)
+    k3 = frame.filter((pl.col("HuggingFaceID") == "moonshotai/Kimi-K3") & (pl.col("Version") == BARE[2])).row(0, named=True)
     assert k3["Status"] == "FAIL" and k3["Source"] == ""
-    assert k3["ErrMsg"].count("the estimator has no") == 1  # the first reason in full, the others by name
-    assert "kda_attention/context" in k3["ErrMsg"] and "lane kda" in k3["ErrMsg"]
-    assert "moe_experts" not in k3["ErrMsg"]  # K3's MoE shape is collected on h200 vLLM 0.24.0
+    assert k3["ErrMsg"].startswith("qkv_a_proj (context, gemm_perf): no gemm_perf rows for h200_sxm/vllm/0.1.dev19262")
+    assert k3["ErrMsg"].count("no gemm_perf rows") == 1  # the first reason in full, the others by name
+    assert "mla_context_attention/context" in k3["ErrMsg"] and "moe_experts/context" in k3["ErrMsg"]
+    assert "kda_scan" not in k3["ErrMsg"] and "lane kda" not in k3["ErrMsg"]  # the KDA rows are at this version
+
+
+def test_k3_and_v3_on_a_vllm_cell_with_module_tables_pass_through_the_module(built, root):
+    """MLA priced as vLLM's measured module (first any_of option), KDA by vLLM's own scan/decode kernels."""
+    from estimator.sources import WarehouseSource
+    from ledger.matrix.choices import resolve_choice
+
+    _, frame = built
+    ok = frame.filter(pl.col("Version") == CELL[2]).select("HuggingFaceID", "Mode", "Status", "Source").rows()
+    assert sorted(ok) == sorted((m, mode, "PASS", "silicon") for m in ("deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K3",
+                                                                       "Qwen/Qwen3-235B-A22B") for mode in ("agg", "disagg"))
+    pricer = pricer_over(WarehouseSource(root))
+    wins = {}
+    for model, mode in product(("kimi-k3", "deepseek-v3"), ("agg", "disagg")):
+        for key, choice in choices_of(model, mode).items():
+            tier, _, option = resolve_choice(choice, "vllm", lambda n: pricer.need(n, CELL), lambda t: weakest(t, RULES.source_tiers))
+            wins[(model, mode, *key)] = (tier, option.label)
+    assert wins[("kimi-k3", "disagg", "mla_context_attention", "context")] == ("silicon", "mla_context_module")
+    assert wins[("deepseek-v3", "agg", "mla_generation_attention", "generation")] == ("silicon", "mla_generation_module")
+    assert wins[("kimi-k3", "agg", "kda_scan", "context")] == ("silicon", "flashkda_fwd")
+    assert wins[("kimi-k3", "disagg", "kda_decode", "generation")] == ("silicon", "fused_kda_decode")
+
+
+def test_a_cell_without_mla_data_fails_naming_every_alternative():
+    """b200 vLLM 0.24.0 in ../shared: no module slice, no GEMM rows for the pieces; the sglang/trtllm kernels
+    are not vLLM's. The reason names each option in order, with its table."""
+    from estimator.sources import TreeSource
+
+    choice = choices_of("kimi-k3")[("mla_context_attention", "context")]
+    tier, err = pricer_over(TreeSource(SHARED_DATA)).any(choice, ("b200_sxm", "vllm", "0.24.0"))
+    assert tier is None and err.startswith("mla_context_attention (context): no alternative priced: [1] ")
+    first, second, third = err.split(": no alternative priced: ", 1)[1].split("; [")  # the estimator's own reasons
+    assert first.startswith("[1] mla_context_module (context, mla_context_module_perf): no mla_context_module_perf")
+    assert second.startswith("2] q_b_proj (context, gemm_perf): no gemm_perf rows for b200_sxm/vllm/0.24.0")
+    assert third == "3] q_b_proj + kv_b_proj + context_mla + o_proj: not used by vllm (only sglang, trtllm)"
+    from ledger.matrix.explain import reason_of
+
+    assert reason_of("FAIL", err, "") == "no option of mla_context_attention priced for that system/backend/version"
 
 
 def test_a_data_gap_names_the_table_and_slice():
@@ -146,18 +210,34 @@ def test_disagreements_with_the_imported_matrix(built):
 
     _, ours = built
     head = read_matrix(MATRIX_STATES / "head-095f58a")
-    same = model_disagreements(ours, head, "moonshotai/Kimi-K3")  # both FAIL on h200 vLLM 0.24.0, for other reasons
-    assert (same["agree"], same["disagree"], same["only_ours"], same["only_imported"]) == (2, [], 0, 234)
-    flipped = ours.with_columns(Status=pl.lit("PASS"), ErrMsg=pl.lit(""), Source=pl.lit("silicon"))
-    diff = model_disagreements(flipped, head, "moonshotai/Kimi-K3")["disagree"]
-    assert [(d["Mode"], d["imported"], d["ours"], d["reason"]) for d in diff] == [
-        ("agg", "FAIL", "PASS", "silicon"), ("disagg", "FAIL", "PASS", "silicon")]
-    assert "does not fit in GPU memory" in diff[0]["imported_reason"]
-    flipped_reasons = model_disagreements(flipped, head, "moonshotai/Kimi-K3")["by_reason"]
-    assert flipped_reasons[0] == {"transition": "only imported", "keys": 234,
-                                  "reason": "key not in our warehouse (no collected partition for that backend/version)"}
-    assert flipped_reasons[1] == {"transition": "FAIL → PASS", "reason": "imported: model does not fit in GPU memory", "keys": 2}
-    assert same["by_reason"] == flipped_reasons[:1]
+    k3 = model_disagreements(ours, head, "moonshotai/Kimi-K3")  # 0.1.dev19262: both FAIL, for other reasons
+    assert (k3["agree"], k3["only_ours"], k3["only_imported"]) == (2, 0, 232)
+    assert [(d["Version"], d["Mode"], d["imported"], d["ours"], d["reason"]) for d in k3["disagree"]] == [
+        ("0.24.0", "agg", "FAIL", "PASS", "silicon"), ("0.24.0", "disagg", "FAIL", "PASS", "silicon")]
+    assert "does not fit in GPU memory" in k3["disagree"][0]["imported_reason"]  # we price ops, not memory
+    only_imported = {"transition": "only imported", "keys": 232,
+                     "reason": "key not in our warehouse (no collected partition for that backend/version)"}
+    assert k3["by_reason"] == [only_imported, {"transition": "FAIL → PASS", "keys": 2,
+                                               "reason": "imported: model does not fit in GPU memory"}]
+    failed = ours.with_columns(Status=pl.lit("FAIL"), Source=pl.lit(""),
+                               ErrMsg=pl.lit("lane kda (kda_perf): no collected rows for h200_sxm/vllm at 0.24.0"))
+    same = model_disagreements(failed, head, "moonshotai/Kimi-K3")
+    assert (same["agree"], same["disagree"], same["by_reason"]) == (4, [], [only_imported])
+
+
+def test_explain_cli_counts_disagreements_by_reason(root, built):
+    from tests.ledger.curated import MATRIX_STATES
+
+    head = str(MATRIX_STATES / "head-095f58a")
+    result = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", head, "--warehouse", str(root), "--json"])
+    assert result.exit_code == 0, result.stdout
+    payload = json.loads(result.stdout)
+    assert (payload["model"], payload["ours"], payload["imported"], payload["agree"]) == ("moonshotai/Kimi-K3", "perfledger", head, 2)
+    assert payload["by_reason"][1] == {"transition": "FAIL → PASS", "keys": 2, "reason": "imported: model does not fit in GPU memory"}
+    text = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", head, "--warehouse", str(root)])
+    assert "    2  FAIL → PASS: imported: model does not fit in GPU memory" in text.stdout.splitlines()
+    missing = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", "no-such-label", "--warehouse", str(root), "--json"])
+    assert missing.exit_code == 2 and "no support-matrix snapshot labelled 'no-such-label'" in missing.stdout
 
 
 def test_reasons_bucket_both_sides():
@@ -175,6 +255,12 @@ def test_reasons_bucket_both_sides():
         "no gemm_perf rows for that system/backend/version"
     assert reason_of("HW_INCOMPATIBLE", "l40s kernels do not support moe quant w4a16_mxfp4, required by m", "") == \
         "hardware: kernels lack moe quant w4a16_mxfp4"
+    assert reason_of("FAIL", "kda_scan (context): no alternative priced: [1] flashkda_fwd: not used by trtllm (only vllm); "
+                     "[2] chunk_kda: not used by trtllm (only sglang) [+1 more unpriced: lane kda]", "") == \
+        "needs.yaml has no kda_scan option for trtllm"
+    assert reason_of("FAIL", "kda_scan (context): no alternative priced: [1] flashkda_fwd: not used by sglang (only vllm); "
+                     "[2] chunk_kda (context, kda_perf): kda_perf l40s/sglang/0.5.16: no rows for kernel_source=chunk_kda", "") == \
+        "no option of kda_scan priced for that system/backend/version"
     assert reason_of("HYBRID_PASS", "", "xshape") == "HYBRID_PASS (xshape)"
     assert reason_of("FAIL", "Traceback\\nKeyError: 'x'", "") == "FAIL: KeyError: 'x'"
 
@@ -183,7 +269,7 @@ def test_the_command_column_replays_one_row(root, built):
     import shlex
 
     _, frame = built
-    row = frame.filter(pl.col("HuggingFaceID") == "Qwen/Qwen3-235B-A22B").row(0, named=True)
+    row = frame.filter((pl.col("HuggingFaceID") == "Qwen/Qwen3-235B-A22B") & (pl.col("Version") == CELL[2])).row(0, named=True)
     argv = shlex.split(row["Command"])
     assert argv[:3] == ["perfledger", "matrix", "build"] and argv[-1] == "--no-store"
     result = CliRunner().invoke(app, [*argv[1:], "--warehouse", str(root), "--json"])
@@ -202,23 +288,36 @@ def test_a_filtered_build_never_replaces_the_full_snapshot(root):
     assert nothing.exit_code == 2 and "no warehouse partition matches {'system': 'b200_sxm'}" in nothing.stdout
 
 
-def test_kda_need_sends_the_kda_kernel_columns_and_is_priced_on_real_rows():
-    """K3's KDA need is the estimator's `kda_kernel` query (kernel, phase, heads, batch, seq): priced from the
-    h200 vllm kda rows (0.1.dev19262, reached from 0.24.0); a cell without that kernel's rows is a named miss."""
-    from estimator.batch import estimate
-    from estimator.context import Estimator
-    from estimator.ops import registry
+def test_kda_needs_pick_each_backends_kernels_from_real_rows():
+    """K3's KDA: the short conv for every backend, then the scan and decode kernels the cell's backend runs
+    (`kda_kernel` queries: kernel, phase, per-shard heads, batch, seq), priced from ../shared's kda rows."""
     from estimator.sources import TreeSource
-    from ledger.matrix.build import Pricer, model_needs
+    from ledger.matrix.choices import resolve_choice
 
-    needs = [n for n in model_needs(find_spec("kimi-k3"), ("agg",))["agg"] if n.name == "kda_attention"]
-    assert [(n.op, n.phase) for n in needs] == [("kda_kernel", "context"), ("kda_kernel", "generation")]
-    ctx, gen = (dict(n.query) for n in needs)
-    assert ctx == {"heads": 12, "head_dim": 128, "d_model": 7168, "batch": 1, "seq": 256,
-                   "kernel": "causal_conv1d_fn_qkv3", "phase": "context"}
-    assert gen["kernel"] == "causal_conv1d_update" and gen["batch"] == 64 and "seq" not in gen
-    est = Estimator(TreeSource(SHARED_DATA))
-    pricer = Pricer(lambda op, q, mode: estimate(est, op, q, mode=mode), frozenset(registry()), RULES.source_tiers)
-    assert [pricer.need(n, ("h200_sxm", "vllm", "0.24.0")) for n in needs] == [("silicon", None)] * 2
-    tier, err = pricer.need(needs[1], ("l40s", "sglang", "0.5.16"))  # l40s sglang has no 12-head conv update rows
-    assert tier is None and err.startswith("kda_attention (generation, kda_perf): ") and "num_k_heads=12" in err
+    conv = [n for n in model_needs(find_spec("kimi-k3"), ("agg",))["agg"] if isinstance(n, Need) and n.op == "kda_kernel"]
+    assert [(n.name, n.phase) for n in conv] == [("causal_conv1d_fn_qkv3", "context")]
+    assert dict(conv[0].query) == {"heads": 12, "head_dim": 128, "d_model": 7168, "batch": 1, "seq": 256,
+                                   "kernel": "causal_conv1d_fn_qkv3", "phase": "context"}
+    scan = choices_of("kimi-k3")[("kda_scan", "context")]
+    assert [(o.label, o.backends) for o in scan.options] == [
+        ("flashkda_fwd", ("vllm",)), ("chunk_kda", ("sglang",)), ("chunk_kda_with_fused_gate", ("vllm",))]
+    decode = {m: choices_of("kimi-k3", m)[("kda_decode", "generation")] for m in ("agg", "disagg")}
+    fused = dict(decode["agg"].options[0].needs[0].query)
+    assert fused["kernel"] == "fused_kda_decode" and fused["batch"] == 64 and fused["heads"] == 12 and "seq" not in fused
+    assert dict(decode["disagg"].options[0].needs[0].query)["heads"] == 96  # disagg decode: attention DP, TP 1
+    pricer = pricer_over(TreeSource(SHARED_DATA))
+
+    def win(choice, cell):
+        tier, err, option = resolve_choice(choice, cell[1], lambda n: pricer.need(n, cell),
+                                           lambda t: weakest(t, RULES.source_tiers))
+        return (tier, option.label) if option else (tier, err)
+
+    assert win(scan, ("h200_sxm", "vllm", "0.24.0")) == ("silicon", "flashkda_fwd")  # 0.1.dev19262 rows, reached from 0.24.0
+    assert win(decode["agg"], ("h200_sxm", "vllm", "0.24.0")) == ("silicon", "fused_kda_decode")
+    assert win(scan, ("h200_sxm", "sglang", "0.5.16")) == ("silicon", "chunk_kda")
+    assert win(decode["agg"], ("h200_sxm", "sglang", "0.5.16")) == ("silicon", "kda_fused_decode")  # sglang: 12 heads only
+    assert win(decode["disagg"], ("h200_sxm", "sglang", "0.5.16")) == (
+        "silicon", "causal_conv1d_update + fused_recurrent_kda_packed_decode")  # 96 heads: the two-kernel path
+    assert win(scan, ("l40s", "vllm", "0.1.dev19262")) == ("silicon", "chunk_kda_with_fused_gate")  # no FlashKDA on SM89
+    tier, err = win(decode["agg"], ("h200_sxm", "trtllm", "1.3.0rc20"))
+    assert tier is None and err.count("not used by trtllm") == 3

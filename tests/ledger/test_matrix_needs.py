@@ -63,8 +63,10 @@ def test_attention_kind_follows_the_architecture():
     assert {"context_attention", "generation_attention"} <= set(names(qwen))
     assert not any(n.startswith("mla_") for n in names(qwen))
     k3 = derive_needs("KimiK3ForConditionalGeneration", dims("moonshotai/Kimi-K3"), {"moe": "w4a16_mxfp4"}, "agg")
-    assert names(k3, "context")[:3] == ["qkv_a_proj", "q_b_proj", "mla_context_attention"]
-    assert {"kda_attention", "moe_latent_down", "moe_latent_up", "gate_up_proj"} <= set(names(k3))
+    assert names(k3, "context")[:3] == ["qkv_a_proj", "mla_context_attention", "mla_gate_proj"]
+    assert {"kda_scan", "kda_decode", "moe_latent_down", "moe_latent_up", "gate_up_proj"} <= set(names(k3))
+    v3 = derive_needs("DeepseekV3ForCausalLM", dims("deepseek-ai/DeepSeek-V3"), {"gemm": "fp8_block"}, "agg")
+    assert "mla_gate_proj" not in names(v3)  # only K3's MLA layers gate their output
     moe = next(n for n in k3 if n.name == "moe_experts")
     assert dict(moe.query)["quant"] == "w4a16_mxfp4" and dict(moe.query)["hidden"] == 3584
 

@@ -1,0 +1,165 @@
+"""GLM-5 static TTFT/TPOT and the DSA module ops against aiconfigurator-core 0.12.0 (same data: the wheel)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from typer.testing import CliRunner
+
+from estimator.assembly import Deploy, load_model, static
+from estimator.batch import estimate_one
+from estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
+from estimator.glm5 import _attention_bf16, _module_quant
+
+RULES = {"full_indexer": "full", "attention_block": "self_attn", "shared_experts": "shared_expert",
+         "attention_groups": {"q": ["q_a_proj", "q_b_proj", "q_proj"], "kv": ["kv_a_proj", "kv_b_proj", "kv_proj"],
+                              "o": ["o_proj"], "indexer": ["indexer"]}}
+
+# (model, system, backend, version, (tp, moe_tp, moe_ep), (batch, isl, osl), (gemm, moe, kv) quants)
+CASES = [
+    ("zai-org/GLM-5-FP8", "b200_sxm", "sglang", "0.5.14", (8, 1, 8), (8, 4000, 200), ("fp8_block", "fp8_block", "fp8")),
+    ("zai-org/GLM-5.2", "b200_sxm", "sglang", "0.5.14", (8, 1, 8), (16, 2048, 100), ("bfloat16", "bfloat16", "bfloat16")),
+    ("nvidia/GLM-5.2-NVFP4", "gb200", "sglang", "0.5.14", (4, 1, 4), (32, 8000, 300), ("nvfp4", "nvfp4", "fp8")),
+    ("zai-org/GLM-5.2-FP8", "h200_sxm", "vllm", "0.24.0", (8, 8, 1), (4, 3000, 120), ("fp8_block", "fp8_block", "fp8")),
+    ("zai-org/GLM-5-FP8", "h100_sxm", "sglang", "0.5.14", (8, 1, 8), (64, 1500, 77), ("fp8_block", "fp8_block", "fp8")),
+    ("zai-org/GLM-5", "b300_sxm", "trtllm", "1.3.0rc20", (4, 2, 2), (2, 20000, 40), ("bfloat16", "bfloat16", "bfloat16")),
+]
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("model,system,backend,version,par,shape,quants", CASES)
+def test_glm5_static_matches_reference_per_op(wheel_est, oracle, model, system, backend, version, par, shape, quants):
+    """Every op of both phases (DSA module, overlapped MoE decode, skip-indexer blend) within 1e-6; TTFT/TPOT too."""
+    (tp, moe_tp, moe_ep), (batch, isl, osl), (gemm, moe, kv) = par, shape, quants
+    ours = static(wheel_est, model, Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, gemm_quant=gemm,
+                                           moe_quant=moe, kv_quant=kv), batch=batch, isl=isl, osl=osl)
+    engine = oracle.EngineHandle.compile(model, system, backend, backend_version=version, tp_size=tp, moe_tp_size=moe_tp,
+                                         moe_ep_size=moe_ep, gemm_quant_mode=gemm, moe_quant_mode=moe, kvcache_quant_mode=kv)
+    ref_shape = dict(batch_size=batch, isl=isl, osl=osl)
+    ttft, gen_ms, _ = engine.run_static(**ref_shape)
+    ctx_ops, gen_ops = engine.run_static_per_op(**ref_shape)[:2]
+    for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
+        ref = {name.removeprefix(f"{phase}_"): ms for name, ms, *_ in ref_ops if name != f"{phase}_p2p"}
+        assert set(ref) == set(ours[phase]), f"{phase}: op sets differ {set(ref) ^ set(ours[phase])}"
+        for name, ms in ref.items():
+            assert ours[phase][name] == pytest.approx(ms, rel=1e-6), f"{phase} {name}"
+    assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
+    assert ours["tpot_ms"] == pytest.approx(gen_ms / (osl - 1), rel=1e-9)
+
+
+@pytest.mark.aic
+def test_glm5_reference_point(wheel_est):
+    """Pinned: GLM-5-FP8 on b200 sglang tp8/ep8, b8 isl4000 osl200 (attention is a ragged-bracket SOL rescale)."""
+    d = Deploy("b200_sxm", "sglang", "0.5.14", tp=8, moe_ep=8, gemm_quant="fp8_block", moe_quant="fp8_block", kv_quant="fp8")
+    ours = static(wheel_est, "zai-org/GLM-5-FP8", d, batch=8, isl=4000, osl=200)
+    assert ours["ttft_ms"] == pytest.approx(881.7583709908478, rel=1e-9)
+    assert ours["context"]["attention"] == pytest.approx(139.73392336074085, rel=1e-9)
+    assert ours["generation"]["moe_overlap"] > 0 and "moe" not in ours["generation"]
+
+
+def _query(rng):
+    return dict(kv=rng.choice(["fp8", "bfloat16"]), gemm=rng.choice(["bfloat16", "fp8_block"]),
+                heads=rng.choice([1, 8, 16, 32, 64, 128]), batch=rng.choice([1, 2, 3, 8, 16, 64, 256, 1024]),
+                frac=rng.choice([1.0, 1.0, 21 / 78, 0.0]), isl=rng.choice([1, 16, 512, 1000, 2048, 3000, 8192, 40000]),
+                prefix=rng.choice([0, 0, 512, 2048, 5000]), seq=rng.choice([2, 3, 129, 1025, 4001, 9000, 70000]))
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("system,backend,version", [("b200_sxm", "sglang", "0.5.14"), ("h100_sxm", "sglang", "0.5.14"),
+                                                    ("h200_sxm", "vllm", "0.24.0"), ("gb200", "trtllm", "1.3.0rc20")])
+def test_dsa_module_ops_match_reference(wheel_est, oracle, system, backend, version):
+    """Random in-data, interpolated, ragged and out-of-grid queries: both miss, or agree within 1e-6 (SOL too)."""
+    from aiconfigurator_core.sdk import common
+    from aiconfigurator_core.sdk.operations import ContextDSAModule, GenerationDSAModule
+
+    rng, handle = random.Random(f"{system}{backend}"), oracle.handle(system, backend, version)
+    where = dict(system=system, backend=backend, version=version)
+    answered = 0
+    for _ in range(25):
+        q = _query(rng)
+        dsa = dict(index_topk_freq=4, dsa_full_layer_fraction=q["frac"], architecture="GlmMoeDsaForCausalLM")
+        kv, gemm = common.KVCacheQuantMode[q["kv"]], common.GEMMQuantMode[q["gemm"]]
+        cases = [(ContextDSAModule("a", 1.0, q["heads"], kv, common.FMHAQuantMode.bfloat16, gemm, cp_size=1, **dsa),
+                  dict(is_context=True, batch_size=q["batch"], s=q["isl"], prefix=q["prefix"], x=q["batch"] * q["isl"]),
+                  "dsa_context_module", dict(isl=q["isl"], prefix=q["prefix"])),
+                 (GenerationDSAModule("g", 1.0, q["heads"], kv, gemm, **dsa),
+                  dict(is_context=False, batch_size=q["batch"], s=q["seq"], x=q["batch"]), "dsa_generation_module",
+                  dict(seq=q["seq"]))]
+        for op, kw, name, cols in cases:
+            ops = oracle.build([op])
+            try:
+                ref = handle.evaluate_ops_json(ops, **kw)[0][1]
+            except Exception as exc:  # the reference's typed miss
+                assert "PerfDataNotAvailable" in type(exc).__name__, exc
+                ref = None
+            query = dict(**where, kv_quant=q["kv"], gemm_quant=q["gemm"], heads=q["heads"], batch=q["batch"],
+                         full_frac=q["frac"], **cols)
+            try:
+                ours = estimate_one(wheel_est, name, **query)
+            except NoDataError:
+                ours = None
+            assert (ours is None) == (ref is None), f"one-sided miss {name} {query} ours={ours} ref={ref}"
+            if ref is not None:
+                answered += 1
+                assert ours["latency_ms"] == pytest.approx(ref, rel=1e-6), f"{name} {query}"
+                if q["frac"] == 1.0:
+                    assert ours["sol_ms"] == pytest.approx(handle.evaluate_ops_sol_json(ops, **kw)[0][1], rel=1e-9)
+    assert answered >= 25
+
+
+def test_full_fraction_and_module_quant_come_from_the_checkpoint():
+    """GLM-5.2's indexer_types give 21/78 full layers; GLM-5 has none (all full); the FP8 checkpoint keeps attention bf16."""
+    glm52, glm5 = load_model("zai-org/GLM-5.2"), load_model("zai-org/GLM-5-FP8")
+    assert glm52["full_frac"] == pytest.approx(21 / 78) and glm5["full_frac"] == 1.0
+    assert _module_quant(glm5, "fp8_block") == "bfloat16" and not glm5["shared_bf16"]
+    assert load_model("nvidia/GLM-5.2-NVFP4")["shared_bf16"]  # hf_quant_config excludes shared experts
+    assert _module_quant(load_model("zai-org/GLM-5"), "fp8_block") == "fp8_block"  # nothing excluded
+
+
+@pytest.mark.parametrize("globs,expected", [
+    (["model.layers.3.self_attn*"], {"q": True, "kv": True, "o": True, "indexer": True}),
+    (["model.layers.0.self_attn.kv_a_layernorm"], {"q": True, "kv": True, "o": True, "indexer": True}),
+    (["model.layers.0.self_attn.q_a_proj", "model.layers.0.self_attn.indexer.wk"], {"q": True, "kv": False, "o": False, "indexer": True}),
+    (["lm_head", "model.layers.3.mlp.gate"], {"q": False, "kv": False, "o": False, "indexer": False}),
+])
+def test_attention_exclusion_globs(globs, expected):
+    assert _attention_bf16(globs, RULES) == expected
+
+
+def test_mixed_exclusions_key_the_module_by_the_o_projection():
+    m = {"attention_bf16": {"q": True, "kv": True, "o": False, "indexer": True}}
+    assert _module_quant(m, "nvfp4") == "nvfp4"
+    m["attention_bf16"]["o"] = True
+    assert _module_quant(m, "nvfp4") == "bfloat16"
+
+
+@pytest.mark.aic
+def test_typed_misses_and_modes(wheel_est):
+    """No fp8-KV bf16-GEMM rows on h200 trtllm (0.12.0 misses too); SOL mode is the roofline; no EMPIRICAL."""
+    q = dict(system="h200_sxm", backend="trtllm", version="1.3.0rc20", kv_quant="fp8", gemm_quant="bfloat16", heads=8,
+             isl=2048, batch=8)
+    with pytest.raises(NoDataError, match="dsa_context_module_perf.*kv_cache_dtype=fp8, gemm_type=bfloat16"):
+        estimate_one(wheel_est, "dsa_context_module", **q)
+    sol = estimate_one(wheel_est, "dsa_context_module", mode="sol", **q)
+    assert sol["source"] == "sol" and sol["latency_ms"] == sol["sol_ms"] > 0
+    with pytest.raises(EmpiricalUnavailableError):
+        estimate_one(wheel_est, "dsa_context_module", mode="empirical", **q)
+    with pytest.raises(UnknownQuantError, match="int4"):
+        estimate_one(wheel_est, "dsa_context_module", **{**q, "kv_quant": "int4"})
+    with pytest.raises(NoDataError, match="dsa_context_module_perf"):
+        static(wheel_est, "zai-org/GLM-5-FP8", Deploy("h200_sxm", "trtllm", "1.3.0rc20", tp=8, moe_ep=8, kv_quant="fp8"),
+               batch=8, isl=2048, osl=4)
+
+
+@pytest.mark.aic
+def test_cli_static_glm5_json():
+    from perfledger.cli import app
+
+    res = CliRunner().invoke(app, ["estimate", "static", "--model", "zai-org/GLM-5-FP8", "--system", "b200_sxm",
+                                   "--backend", "sglang", "--version", "0.5.14", "--tp", "8", "--moe-ep", "8",
+                                   "--gemm-quant", "fp8_block", "--moe-quant", "fp8_block", "--kv-quant", "fp8",
+                                   "--batch", "8", "--isl", "4000", "--osl", "200", "--data", "aic-package", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["ttft_ms"] == pytest.approx(881.7583709908478, rel=1e-9)
