@@ -9,6 +9,8 @@ from estimator.context import Estimator
 from estimator.ops import get_model
 from estimator.ops.base import TIERS, Queries
 
+_PEEL_MAX = 8  # slices peeled by equality masks before falling back to a group-by
+
 
 def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "silicon") -> pl.DataFrame:
     """Answer every row; a per-row `mode` column overrides `mode`.
@@ -24,10 +26,9 @@ def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "sil
     missing = [c for c in needed if c not in queries.columns]
     if missing:
         raise ValueError(f"{op} queries lack column(s) {missing}; required: {needed}")
-    frame = queries if "mode" in queries.columns else queries.with_columns(pl.lit(mode).alias("mode"))
-    keys = [*model.group_keys, "mode"]
-    groups = _slices(frame, keys)
-    values = {c: frame[c].to_numpy() for c in model.value_columns}
+    fixed = dict(absent) if "mode" in queries.columns else {**absent, "mode": mode}
+    groups = _slices(queries, [*model.group_keys, "mode"], fixed)
+    values = {c: queries[c].to_numpy() for c in model.value_columns}
 
     def answer(slice_key: dict, rows):
         q = Queries(values if rows is None else {c: v[rows] for c, v in values.items()})
@@ -38,21 +39,59 @@ def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "sil
         _, ans = answer(groups[0][0], None)
         latency, sol, source = ans.latency, ans.sol, ans.source
     else:
-        latency, sol = np.empty(frame.height), np.empty(frame.height)
-        source = np.zeros(frame.height, dtype=np.int8)
+        latency, sol = np.empty(queries.height), np.empty(queries.height)
+        source = np.zeros(queries.height, dtype=np.int8)
         for slice_key, rows in groups:
             _, ans = answer(slice_key, rows)
             latency[rows], sol[rows], source[rows] = ans.latency, ans.sol, ans.source
-    labels = pl.Series("source", TIERS, dtype=pl.String).gather(pl.Series(source).cast(pl.UInt32))
+    if len(source) and (source == source[0]).all():  # one tier (the usual case): no per-row gather
+        labels = pl.lit(TIERS[source[0]], dtype=pl.String).alias("source")
+    else:
+        labels = pl.Series("source", TIERS, dtype=pl.String).gather(pl.Series(source).cast(pl.UInt32))
     return queries.with_columns(pl.Series("latency_ms", latency), pl.Series("sol_ms", sol), labels)
 
 
-def _slices(frame: pl.DataFrame, keys: list[str]) -> list[tuple[dict, np.ndarray | None]]:
-    """(slice key values, row indices) per distinct key combination, in first-appearance order."""
-    grouped = frame.select(keys).with_row_index("_qrow").group_by(keys, maintain_order=True).agg(pl.col("_qrow"))
-    if grouped.height == 1:
-        return [({c: grouped[c][0] for c in keys}, None)]
-    return [({c: grouped[c][i] for c in keys}, grouped["_qrow"][i].to_numpy()) for i in range(grouped.height)]
+def _slices(frame: pl.DataFrame, keys: list[str], fixed: dict) -> list[tuple[dict, np.ndarray | None]]:
+    """(slice key values, row indices) per distinct key combination, in first-appearance order.
+
+    `fixed` keys take one value for every row (defaults, the call's mode) and are never materialised.
+    Constant key columns (the usual system/backend/version) are set aside too, and a few slices are
+    peeled off one equality mask at a time: hashing every row's keys in a group-by cost more than
+    answering a big single-slice batch.
+    """
+    if not frame.height:
+        return []
+    const = {c: fixed[c] if c in fixed else frame[c][0] for c in keys if c in fixed or _constant(frame[c])}
+    varying = [c for c in keys if c not in const]
+    if not varying:
+        return [(const, None)]
+    taken = np.zeros(frame.height, dtype=bool)
+    out = []
+    while len(out) < _PEEL_MAX:
+        first = int(np.argmin(taken))
+        key = {c: const[c] if c in const else frame[c][first] for c in keys}
+        mask = np.logical_and.reduce([_equals(frame[c], key[c]) for c in varying])
+        if not mask[first]:  # a value unequal to itself (NaN): let the group-by decide
+            break
+        out.append((key, np.flatnonzero(mask)))
+        taken |= mask
+        if taken.all():
+            return out
+    grouped = frame.select(varying).with_row_index("_qrow").group_by(varying, maintain_order=True).agg(pl.col("_qrow"))
+    return [({c: const[c] if c in const else grouped[c][i] for c in keys}, grouped["_qrow"][i].to_numpy())
+            for i in range(grouped.height)]
+
+
+def _constant(col: pl.Series) -> bool:
+    return col.null_count() == 0 and col[0] == col[-1] and bool((col == col[0]).all())
+
+
+def _equals(col: pl.Series, value) -> np.ndarray:
+    """Row mask col == value, null matching null (Series.eq_missing goes through a lazy query: slower)."""
+    if value is None:
+        return col.is_null().to_numpy()
+    eq = col == value
+    return (eq.fill_null(False) if col.null_count() else eq).to_numpy()
 
 
 def estimate_one(est: Estimator, family: str, /, *, mode: str = "silicon", **query) -> dict:

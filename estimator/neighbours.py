@@ -1,8 +1,9 @@
 """Nearest collected GEMM sites for off-grid (n, k) queries, vectorised over queries.
 
-Candidates are the sites whose m-curve covers the query m (all sites when none does), ranked by
-Euclidean distance in (log2 n, log2 k), ties broken by the sites' table-walk rank; the NN_SITES
-nearest within MAX_SITE_DISTANCE octaves are kept, with the single-axis frontier waiver.
+Candidates are the sites whose m-curve covers the query m (all sites when none does; the caller
+classes queries by candidate set), ranked by Euclidean distance in (log2 n, log2 k), ties broken by
+the sites' table-walk rank; the NN_SITES nearest within MAX_SITE_DISTANCE octaves are kept, with the
+single-axis frontier waiver.
 """
 
 from __future__ import annotations
@@ -38,28 +39,6 @@ def _brute(ln, lk, rank, cand, qn, qk):
     return pick, d[ok][:NN_SITES]
 
 
-def _coverage_groups(m, m_lo, m_hi):
-    """(query rows, candidate sites) per distinct candidate set: sites whose m sweep covers the query m,
-    or every site when none does. Queries are first classed by their position among the sweep ends."""
-    bps = np.unique(np.concatenate([m_lo, m_hi]))
-    cls = np.searchsorted(bps, m, "left") * (len(bps) + 1) + np.searchsorted(bps, m, "right")
-    present = np.flatnonzero(np.bincount(cls))
-    group_of = np.zeros(present.max() + 1, dtype=np.int64)
-    groups: dict[bytes, tuple[int, np.ndarray]] = {}
-    for c in present:
-        mr = m[np.argmax(cls == c)]
-        cand = np.flatnonzero((m_lo <= mr) & (mr <= m_hi))
-        if not len(cand):
-            cand = np.arange(len(m_lo))
-        group_of[c] = groups.setdefault(cand.tobytes(), (len(groups), cand))[0]
-    if len(groups) == 1:
-        yield np.arange(len(m)), next(iter(groups.values()))[1]
-        return
-    gid = group_of[cls]
-    for g, cand in groups.values():
-        yield np.flatnonzero(gid == g), cand
-
-
 def _pair_neighbours(ln, lk, rank, cand, pair_key, tree_cache: dict):
     """(sites, dists), each (pairs, NN_SITES) padded with -1 / inf, for unique (n, k) keys among `cand`."""
     pn = np.log2((pair_key // _SHIFT).astype(np.float64))
@@ -93,32 +72,52 @@ def _pair_neighbours(ln, lk, rank, cand, pair_key, tree_cache: dict):
     return ps, pd
 
 
-def find_neighbours(site_n, site_k, rank, m_lo, m_hi, m, pairs, pair_idx, tree_cache: dict):
-    """(sites, dists), each (queries, NN_SITES); site -1 / dist inf where fewer neighbours qualify.
+class NeighbourStore:
+    """Neighbour sets per (candidate class, shape), kept as columns of per-set arrays (set axis last).
 
-    pairs: unique query shapes as n << 32 | k; pair_idx: each query's index into pairs. Neighbour sets
-    depend only on the shape and the candidate set, so they are kept in `tree_cache` (an index over
-    the immutable site table) and computed once per new shape.
+    `derive(sites, dists)` turns fresh sets into the columns a caller needs (weights, coefficients...),
+    so a batch gathers them straight to its queries. A set depends only on the shape and the candidate
+    sites, and the site table is immutable: each is computed once, when its shape first shows up.
     """
-    ln, lk = np.log2(site_n.astype(np.float64)), np.log2(site_k.astype(np.float64))
-    sites = np.full((len(m), NN_SITES), -1, dtype=np.int64)
-    dists = np.full((len(m), NN_SITES), np.inf)
-    for rows, cand in _coverage_groups(m, m_lo, m_hi):  # queries in a group see the same candidate sites
-        used, inv = np.unique(pair_idx[rows], return_inverse=True)
-        pair_key = pairs[used]
-        empty = [np.zeros(0, np.int64), np.zeros((0, NN_SITES), np.int64), np.zeros((0, NN_SITES))]
-        known = tree_cache.setdefault(("nn", cand.tobytes()), empty)
-        pos = np.searchsorted(known[0], pair_key)
-        found = np.zeros(len(pair_key), dtype=bool)
-        if len(known[0]):
-            found = known[0][np.minimum(pos, len(known[0]) - 1)] == pair_key
-        if not found.all():
-            fresh = pair_key[~found]
-            ps, pd = _pair_neighbours(ln, lk, rank, cand, fresh, tree_cache)
-            keys = np.concatenate([known[0], fresh])
-            order = np.argsort(keys, kind="stable")
-            known[:] = [keys[order], np.concatenate([known[1], ps])[order], np.concatenate([known[2], pd])[order]]
-            pos = np.searchsorted(known[0], pair_key)
-        at = pos[inv.ravel()]
-        sites[rows], dists[rows] = known[1][at], known[2][at]
-    return sites, dists
+
+    def __init__(self, ln, lk, rank, derive):
+        self.ln, self.lk, self.rank, self.derive = ln, lk, rank, derive
+        self.index: dict = {}  # class -> (sorted shape keys, column index of each)
+        self.columns: tuple | None = None
+        self.trees: dict = {}  # KD-tree per candidate set
+
+    def rows(self, cls, cand, keys) -> np.ndarray:
+        """Column index of each sorted unique shape key (n << 32 | k) among candidate sites `cand`."""
+        known, ids = self.index.get(cls, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        pos = np.searchsorted(known, keys)
+        if len(known) and (known[np.minimum(pos, len(known) - 1)] == keys).all():
+            return ids[pos]
+        fresh = keys[~np.isin(keys, known)]
+        made = self.derive(*_pair_neighbours(self.ln, self.lk, self.rank, cand, fresh, self.trees))
+        start = 0 if self.columns is None else self.columns[0].shape[-1]
+        self.columns = made if self.columns is None else tuple(
+            np.ascontiguousarray(np.concatenate([old, new], axis=-1)) for old, new in zip(self.columns, made))
+        known, ids = np.concatenate([known, fresh]), np.concatenate([ids, start + np.arange(len(fresh))])
+        order = np.argsort(known, kind="stable")
+        self.index[cls] = known[order], ids[order]
+        return self.index[cls][1][np.searchsorted(self.index[cls][0], keys)]
+
+    def gather(self, class_cands, pairs, pair_idx, cls) -> tuple:
+        """Every column gathered to the queries (query axis last): query i has shape pairs[pair_idx[i]]
+        and candidate class cls[i]; each distinct (shape, class) is looked up once."""
+        ncls = len(class_cands)
+        combo = pair_idx * ncls + cls
+        if len(pairs) * ncls <= 4 * len(combo) + 65536:  # dense marks beat a sort
+            seen = np.zeros(len(pairs) * ncls, dtype=bool)
+            seen[combo] = True
+            present = np.flatnonzero(seen)
+            cinv = (np.cumsum(seen) - 1)[combo]
+        else:
+            present, cinv = np.unique(combo, return_inverse=True)
+        rows = np.empty(len(present), dtype=np.int64)
+        of = present % ncls
+        for c in np.flatnonzero(np.bincount(of, minlength=ncls)):
+            sel = np.flatnonzero(of == c)
+            rows[sel] = self.rows(c, class_cands[c], pairs[present[sel] // ncls])
+        qrow = rows[cinv]
+        return tuple(np.take(col, qrow, axis=-1) for col in self.columns)

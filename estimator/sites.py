@@ -2,22 +2,29 @@
 
 A site owns the m-curve measured at one (n, k). Queries at a collected site interpolate its curve;
 queries elsewhere borrow util from the nearest sites in (log2 n, log2 k) within 2 octaves.
-Everything is numpy over query arrays: one binary search per query over the union of the m sweeps,
-then a precomputed (site, union position) -> bracket-row table; shapes are handled once per unique (n, k).
+Everything is numpy over query arrays. Every answer depends on m only through its "slot" (which
+union-of-sweeps value it equals or falls between) and m itself, so the build precomputes per
+(site, slot) the bracket row or util-hold side and per slot the candidate-site class; a query then
+costs one slot lookup (a table for integer m) and gathers. Shapes are handled once per unique (n, k).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import pairwise
 
 import numpy as np
 
-from estimator.neighbours import find_neighbours
+from estimator.neighbours import NN_SITES, NeighbourStore
 from estimator.sol import gemm_sol
 
 K_TAIL = 3
 _EPS = 1e-12
 _SHIFT = np.int64(1) << np.int64(32)
+_CHUNK = 16384  # most queries per block in silicon()
+_LUT_MAX = 1 << 20  # integer-m slot table bound (entries); larger sweeps fall back to a binary search
+_BELOW, _ABOVE = -1, -2  # row_code values: util-hold at the site's first / last tail
 
 
 @dataclass
@@ -34,18 +41,61 @@ class GemmSites:
     util_low: np.ndarray
     util_high: np.ndarray
     rank: np.ndarray  # tie-break order: where the reference's m -> n -> k table walk meets the site
-    union_m: np.ndarray  # every m any site measured, sorted
-    bracket: np.ndarray  # (site * len(union_m) + j) -> row of the largest own m <= union_m[j]
+    union_m: np.ndarray  # every m any site measured, sorted; slot = 2·(#union < m) + (m in union)
+    row_code: np.ndarray  # (site * n_slots + slot) -> bracket row (largest own m <= m), or _BELOW / _ABOVE
+    slot_class: np.ndarray  # slot -> index into class_cands
+    class_cands: list  # candidate sites per class: those whose sweep covers m, or all when none does
     first_m: np.ndarray
     last_m: np.ndarray
     sol_coef: np.ndarray  # per site (a, b, c): SOL(m) = max(a·m, b·m + c) ms at the site's (n, k)
     memory: float
     flops: float
     bw: float
-    trees: dict = field(default_factory=dict)  # neighbour index per candidate-site set, built lazily
+    cache: dict = field(default_factory=dict)  # neighbour store, integer-m slot table; built lazily
+
+    @property
+    def n_slots(self) -> int:
+        return 2 * len(self.union_m) + 2
 
     def sol(self, m, n, k):
         return gemm_sol(m, n, k, self.memory, self.flops, self.bw)[0]
+
+
+def _slot_tables(m, start, stop, first_m, last_m, union):
+    """Per slot: a representative m, each site's bracket row / hold side there, and the candidate class."""
+    w = len(union)
+    mid = np.concatenate([[union[0] - 1.0], (union[:-1] + union[1:]) / 2.0, [union[-1] + 1.0]])
+    rep = np.empty(2 * w + 2)
+    rep[0::2], rep[1::2] = mid, np.append(union, np.nan)  # slot 2w + 1 (exact past the end) never occurs
+    jp = np.clip(np.arange(2 * w + 2) // 2 - 1 + np.arange(2 * w + 2) % 2, 0, w - 1)
+    code = np.empty((len(start), len(rep)), dtype=np.int64)
+    for s, (a, b) in enumerate(zip(start, stop)):
+        code[s] = a + np.maximum(np.searchsorted(m[a:b], union[jp], side="right") - 1, 0)
+    code[rep[None, :] > last_m[:, None]] = _ABOVE
+    code[rep[None, :] < first_m[:, None]] = _BELOW
+    classes: dict[bytes, int] = {}
+    cands, slot_class = [], np.zeros(len(rep), dtype=np.int64)
+    for i, r in enumerate(rep):
+        cand = np.flatnonzero((first_m <= r) & (r <= last_m))
+        if not len(cand):
+            cand = np.arange(len(first_m))
+        slot_class[i] = classes.setdefault(cand.tobytes(), len(cands))
+        if slot_class[i] == len(cands):
+            cands.append(cand)
+    return code.ravel(), slot_class, cands
+
+
+def _tail_median(util, lo, hi) -> np.ndarray:
+    """np.median(util[lo:hi]) per site (windows of 1..K_TAIL rows), vectorised: the middle value, or the
+    mean of the middle two; a window holding NaN gives NaN, as np.median does."""
+    count = hi - lo
+    pos = lo[:, None] + np.arange(K_TAIL)[None, :]
+    win = np.where(pos < hi[:, None], util[np.minimum(pos, len(util) - 1)], np.inf)
+    has_nan = np.isnan(win).any(axis=1)
+    win.sort(axis=1)
+    rows = np.arange(len(lo))
+    upper, lower = win[rows, count // 2], win[rows, np.maximum((count - 1) // 2, 0)]
+    return np.where(has_nan, np.nan, np.where(count % 2 == 1, upper, (lower + upper) / 2.0))
 
 
 def build_sites(m, n, k, lat, memory: float, flops: float, bw: float) -> GemmSites:
@@ -64,44 +114,62 @@ def build_sites(m, n, k, lat, memory: float, flops: float, bw: float) -> GemmSit
     start = np.flatnonzero(new)
     stop = np.append(start[1:], len(m))
     util = sol / lat
-    util_low = np.array([np.median(util[a : min(a + K_TAIL, b)]) for a, b in zip(start, stop)])
-    util_high = np.array([np.median(util[max(b - K_TAIL, a) : b]) for a, b in zip(start, stop)])
+    util_low = _tail_median(util, start, np.minimum(start + K_TAIL, stop))
+    util_high = _tail_median(util, np.maximum(stop - K_TAIL, start), stop)
     slope = np.zeros(len(m))
     inner = ~new[1:]
     slope[:-1][inner] = (lat[1:][inner] - lat[:-1][inner]) / (m[1:][inner] - m[:-1][inner])
     union = np.unique(m)
-    bracket = np.empty((len(start), len(union)), dtype=np.int64)
-    for s, (a, b) in enumerate(zip(start, stop)):
-        bracket[s] = a + np.maximum(np.searchsorted(m[a:b], union, side="right") - 1, 0)
+    first_m, last_m = m[start], m[stop - 1]
+    code, slot_class, cands = _slot_tables(m, start, stop, first_m, last_m, union)
     sn, sk = n[start].astype(np.float64), k[start].astype(np.float64)
     coef = np.column_stack([2.0 * sn * sk / flops * 1000.0, memory * (sn + sk) / bw * 1000.0, memory * sn * sk / bw * 1000.0])
     return GemmSites(n[start], k[start], start, stop, m, lat, slope, util_low, util_high, walk_rank, union,
-                     bracket.ravel(), m[start], m[stop - 1], coef, memory, flops, bw)
+                     code, slot_class, cands, first_m, last_m, coef, memory, flops, bw)
+
+
+def query_slots(t: GemmSites, m) -> tuple[np.ndarray, np.ndarray]:
+    """(slot, m as float64) per query: a table lookup for integer m, else a binary search over union_m."""
+    m = np.asarray(m)
+    u = t.union_m
+    if m.dtype.kind in "iu" and u[0] >= 1 and u[-1] < _LUT_MAX:
+        if "slot_lut" not in t.cache:  # x in [0, max + 1]: below u0, = u0, between, = u1, ..., above
+            gaps = np.diff(np.concatenate([[-1.0], u])) - 1
+            lengths = np.empty(2 * len(u) + 1, dtype=np.int64)
+            lengths[0:-1:2], lengths[1::2], lengths[-1] = gaps, 1, 1
+            t.cache["slot_lut"] = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+        lut = t.cache["slot_lut"]
+        return lut[np.clip(m, 0, len(lut) - 1)], m.astype(np.float64)
+    m = m.astype(np.float64)
+    j = np.searchsorted(u, m, side="left")
+    return 2 * j + (u[np.minimum(j, len(u) - 1)] == m), m
+
+
+def _eval(t: GemmSites, base, m, slot) -> np.ndarray:
+    """Latency of each site's curve at m: exact, linear in latency inside, util-hold outside.
+
+    base = site · n_slots, (q,) or (w, q) (w neighbour sites per query, none negative); m, slot are (q,).
+    """
+    code = t.row_code[base + slot]
+    lo = np.maximum(code, 0)
+    out = t.m[lo]  # lat + slope * (m - m_lo) in place; exact hits: slope * 0, the measured value verbatim
+    np.subtract(m, out, out=out)
+    out *= t.slope[lo]
+    out += t.lat[lo]
+    hold = code < 0
+    if hold.any():
+        hs = base[hold] // t.n_slots
+        hm = np.broadcast_to(m, base.shape)[hold]
+        anchor = np.where(code[hold] == _BELOW, t.util_low[hs], t.util_high[hs])
+        out[hold] = t.sol(hm, t.site_n[hs], t.site_k[hs]) / anchor
+    return out
 
 
 def eval_sites(t: GemmSites, site, m) -> np.ndarray:
-    """Latency of each site's curve at m: exact, linear in latency inside, util-hold outside.
-
-    site is (q,) or (q, w) (w neighbour sites per query; -1 entries give unused values); m is (q,).
-    """
-    site = np.maximum(np.asarray(site, dtype=np.int64), 0)
-    m = np.asarray(m, dtype=np.float64)
-    width = len(t.union_m)
-    j = np.searchsorted(t.union_m, m, side="left")
-    exact = t.union_m[np.minimum(j, width - 1)] == m
-    jp = np.clip(np.where(exact, j, j - 1), 0, width - 1)
-    if site.ndim == 2:
-        jp, m = jp[:, None], m[:, None]
-    lo = t.bracket[site * width + jp]
-    out = t.lat[lo] + t.slope[lo] * (m - t.m[lo])  # exact hits: slope * 0, the measured value verbatim
-    below, above = m < t.first_m[site], m > t.last_m[site]
-    hold = below | above
-    if hold.any():
-        hs = site[hold]
-        hm = np.broadcast_to(m, site.shape)[hold]
-        anchor = np.where(below[hold], t.util_low[hs], t.util_high[hs])
-        out[hold] = t.sol(hm, t.site_n[hs], t.site_k[hs]) / anchor
-    return out
+    """Latency of each site's curve at m; site is (q,) or (q, w) (-1 entries give unused values), m is (q,)."""
+    slot, m = query_slots(t, m)
+    base = np.maximum(np.asarray(site, dtype=np.int64), 0) * t.n_slots
+    return _eval(t, base, m, slot) if base.ndim == 1 else _eval(t, base.T, m, slot).T
 
 
 def site_index(t: GemmSites, n, k) -> np.ndarray:
@@ -112,29 +180,74 @@ def site_index(t: GemmSites, n, k) -> np.ndarray:
     return np.where(keys[pos] == q, pos, -1)
 
 
-def silicon(t: GemmSites, m, n, k) -> tuple[np.ndarray, np.ndarray]:
-    """Latency (ms) per query and a miss mask (True where no site can anchor the query)."""
-    m = np.asarray(m, dtype=np.float64)
-    n = np.asarray(n, dtype=np.int64)
-    k = np.asarray(k, dtype=np.int64)
-    pairs, inv = np.unique(n * _SHIFT + k, return_inverse=True)
-    inv = inv.ravel()
-    site = site_index(t, pairs // _SHIFT, pairs % _SHIFT)[inv]
-    out = np.full(len(m), np.nan)
-    own = site >= 0
-    out[own] = eval_sites(t, site[own], m[own])
-    off = np.flatnonzero(~own)
-    if len(off):
-        mo = m[off]
-        sites, dists = find_neighbours(t.site_n, t.site_k, t.rank, t.first_m, t.last_m, mo, pairs, inv[off], t.trees)
-        lat_i = eval_sites(t, sites, mo)
-        coef = t.sol_coef[np.maximum(sites, 0)]
-        mc = mo[:, None]
-        util = np.maximum(coef[..., 0] * mc, coef[..., 1] * mc + coef[..., 2]) / lat_i
-        weight = 1.0 / (dists**2 + _EPS)  # unused slots have dist inf: weight 0
-        with np.errstate(invalid="ignore"):  # rows without any neighbour are misses (0/0), masked next
-            blended = (weight * util).sum(axis=1) / weight.sum(axis=1)
-        has = sites[:, 0] >= 0
-        rows = off[has]
-        out[rows] = t.sol(m[rows], n[rows], k[rows]) / blended[has]
+def _neighbours(t: GemmSites, pairs, pair_idx, slot):
+    """Per query, neighbour-major (NN_SITES, q): site bases (unused ones: site 0, weight 0), a
+    (4, NN_SITES, q) pack of IDW weight and SOL coefficients a, b, c, the weight sums (q,) and whether
+    any neighbour exists."""
+    if "nb" not in t.cache:
+        ln, lk = np.log2(t.site_n.astype(np.float64)), np.log2(t.site_k.astype(np.float64))
+        t.cache["nb"] = NeighbourStore(ln, lk, t.rank, partial(_idw_columns, t.sol_coef, t.n_slots))
+    return t.cache["nb"].gather(t.class_cands, pairs, pair_idx, t.slot_class[slot])
+
+
+def _idw_columns(sol_coef, n_slots, sites, dists):
+    """Store columns for fresh neighbour sets: site bases (site · n_slots; unused slots site 0), the
+    (weight, a, b, c) pack, weight sum, any neighbour."""
+    weight = 1.0 / (dists**2 + _EPS)  # unused slots have dist inf: weight 0
+    used = np.ascontiguousarray(np.maximum(sites, 0).T)
+    pack = np.ascontiguousarray(np.stack([weight.T, *(sol_coef[:, i][used] for i in range(3))]))
+    return used * n_slots, pack, weight.sum(axis=1), sites[:, 0] >= 0  # C order: fast gathers along the last axis
+
+
+def silicon(t: GemmSites, m, n, k, sol=None) -> tuple[np.ndarray, np.ndarray]:
+    """Latency (ms) per query and a miss mask (True where no site can anchor the query).
+
+    `sol`: the queries' SOL under this table's roofline, when the caller already has it. Queries are
+    answered in (n, k) order, so each shape is one run (no per-block sort) and its neighbours' rows are
+    gathered together; big batches run in blocks of _CHUNK queries, whose temporaries stay small enough
+    to be reused from the heap instead of faulting in fresh pages on every call.
+    """
+    slot, m = query_slots(t, m)
+    n, k = np.asarray(n, dtype=np.int64), np.asarray(k, dtype=np.int64)
+    sol = t.sol(m, n, k) if sol is None else np.asarray(sol)
+    key = n * _SHIFT + k
+    order = np.argsort(key)
+    key, m, slot, sol = key[order], m[order], slot[order], sol[order]
+    out = np.empty(len(m))
+    bounds = np.linspace(0, len(m), -(-len(m) // _CHUNK) + 1).astype(np.int64)  # equal blocks
+    for a, b in pairwise(bounds):
+        out[order[a:b]] = _silicon(t, m[a:b], slot[a:b], key[a:b], sol[a:b])
     return out, np.isnan(out)
+
+
+def _silicon(t: GemmSites, m, slot, key, sol) -> np.ndarray:
+    """One block of queries sorted by shape key (n << 32 | k)."""
+    new = np.ones(len(key), dtype=bool)
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    pairs = key[new]
+    inv = np.cumsum(new) - 1
+    site = site_index(t, pairs // _SHIFT, pairs % _SHIFT)
+    base = np.where(site >= 0, site * t.n_slots, -1)[inv]
+    out = np.full(len(m), np.nan)
+    own = np.flatnonzero(base >= 0)
+    off = np.flatnonzero(base < 0)
+    if len(own):
+        out[own] = _eval(t, base[own], m[own], slot[own])
+    if len(off):
+        mo, so = m[off], slot[off]
+        bases, (weight, a, b, c), wsum, has = _neighbours(t, pairs, inv[off], so)
+        a *= mo  # weight * max(a·m, b·m + c) / lat, in place on the gathered pack
+        b *= mo
+        b += c
+        np.maximum(a, b, out=a)
+        a /= _eval(t, bases, mo, so)
+        a *= weight
+        total = a[0].copy()
+        for i in range(1, NN_SITES):  # the row sum, in numpy's order for a short axis
+            total += a[i]
+        with np.errstate(invalid="ignore"):  # rows without any neighbour are misses (0/0), masked next
+            total /= wsum
+        if not has.all():
+            off, total = off[has], total[has]
+        out[off] = sol[off] / total
+    return out

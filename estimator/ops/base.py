@@ -26,6 +26,13 @@ class Queries(dict):
     def take(self, rows: np.ndarray) -> "Queries":
         return Queries({c: v[rows] for c, v in self.items()})
 
+    def memo(self, key: tuple, build):
+        """A value derived from these columns (e.g. a roofline that two hooks need), built once."""
+        cache = self.__dict__.setdefault("_memo", {})
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
+
 
 @dataclass
 class Answer:

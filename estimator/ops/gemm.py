@@ -7,7 +7,7 @@ import polars as pl
 
 from estimator.errors import EmpiricalUnavailableError, NoDataError
 from estimator.nesting import nested_order
-from estimator.ops.base import OpModel
+from estimator.ops.base import OpModel, Queries
 from estimator.quant import quant_profile, util_level
 from estimator.quantize import overhead, overhead_empirical
 from estimator.sites import build_sites, silicon
@@ -31,7 +31,10 @@ class GemmModel(OpModel):
         return prof.memory, spec.tc_flops(prof.dtype), spec.mem_bw
 
     def sol(self, est, key, q):
-        return gemm_sol(q["m"], q["n"], q["k"], *self._roof(est, key["system"], key["quant"]))[0]
+        def build():
+            return gemm_sol(q["m"], q["n"], q["k"], *self._roof(est, key["system"], key["quant"]))[0]
+
+        return q.memo(("sol", key["system"], key["quant"]), build) if isinstance(q, Queries) else build()
 
     def _rows(self, est, key, quant: str, shared: bool) -> pl.DataFrame:
         df = est.table(key["system"], key["backend"], key["version"], TABLE, shared=shared)
@@ -57,7 +60,7 @@ class GemmModel(OpModel):
             return build_sites(rows["m"], rows["n"], rows["k"], rows["latency"], *self._roof(est, key["system"], quant))
 
         sites = est.memo(("gemm_sites", key["system"], key["backend"], key["version"], quant), build)
-        return silicon(sites, q["m"], q["n"], q["k"])
+        return silicon(sites, q["m"], q["n"], q["k"], sol=self.sol(est, key, q))  # the SOL evaluate() priced
 
     def _fp8_static(self, est, key, q, base=None, empirical_overheads=False):
         """fp8 GEMM minus compute_scale (and scale_matrix for low-precision inputs), floored at SOL.

@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from estimator.sites import build_sites, eval_sites, silicon
+from estimator.sites import (
+    K_TAIL,
+    _tail_median,
+    build_sites,
+    eval_sites,
+    query_slots,
+    silicon,
+)
 from estimator.sol import gemm_sol
 
 FLOPS, BW, MEM = 1e15, 4e12, 2.0
@@ -80,3 +87,32 @@ def test_curve_value_lies_between_bracketing_points(m):
     i = np.searchsorted(ms, m)
     lo, hi = (lats[i], lats[i]) if ms[min(i, len(ms) - 1)] == m else (lats[i - 1], lats[i])
     assert min(lo, hi) - 1e-15 <= got <= max(lo, hi) + 1e-15
+
+
+def test_integer_m_slot_table_agrees_with_binary_search():
+    t, _ = _table()
+    m = np.concatenate([np.arange(-3, 300), np.arange(4000, 4200), [10**6, 2**40]]).astype(np.int64)
+    lut_slots, _ = query_slots(t, m)
+    search_slots, _ = query_slots(t, m.astype(np.float64))
+    np.testing.assert_array_equal(lut_slots, search_slots)
+
+
+def test_big_batch_in_blocks_equals_small_batches():
+    t, _ = _table()
+    rng = np.random.default_rng(3)
+    m = np.exp(rng.uniform(0, np.log(20_000), 40_000)).astype(np.int64)
+    n, k = (np.exp(rng.uniform(np.log(600), np.log(3000), 40_000)).astype(np.int64) for _ in range(2))
+    whole, miss = silicon(t, m, n, k)
+    parts = np.concatenate([silicon(t, m[a : a + 997], n[a : a + 997], k[a : a + 997])[0] for a in range(0, 40_000, 997)])
+    np.testing.assert_array_equal(whole, parts)
+    assert not miss.all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=30), st.integers(0, 2**32 - 1))
+def test_tail_median_equals_numpy_median(sizes, seed):
+    util = np.random.default_rng(seed).random(sum(sizes))
+    stop = np.cumsum(sizes)
+    start = stop - np.array(sizes)
+    for lo, hi in ((start, np.minimum(start + K_TAIL, stop)), (np.maximum(stop - K_TAIL, start), stop)):
+        np.testing.assert_array_equal(_tail_median(util, lo, hi), [np.median(util[a:b]) for a, b in zip(lo, hi)])
