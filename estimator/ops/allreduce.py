@@ -1,21 +1,57 @@
 """Custom (in-node) allreduce: a bf16 message-size curve per GPU count, as the reference prices it.
 
-tp = 1 costs nothing; tp above the node (also on NVL racks with 4-GPU nodes, as 0.12.0 does) is
-priced at the node size and scaled by the NCCL fan-out factor (n-1)/n · m/(m-1) · p2p_bw(m)/p2p_bw(n).
+Rows: allreduce.yaml drops the eager twins of the CUDA-graph rows (sglang/vLLM tables hold both at each
+key) before first-wins, as 0.12.0 does in prefill and decode alike. GPU count: tp = 1 costs nothing; a
+collected count reads its own curve (also above the node: gb300 tables hold 8- and 16-GPU rows); an
+uncollected count inside the collected range is a miss; above the largest collected count m it is priced
+at m and scaled by the NCCL fan-out factor (n-1)/n · m/(m-1) · p2p_bw(m)/p2p_bw(n).
 """
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
 import numpy as np
 import polars as pl
+import yaml
 
 from estimator.curve1d import eval_curve
 from estimator.errors import EmpiricalUnavailableError, NoDataError
 from estimator.ops.base import OpModel
 from estimator.sol import custom_allreduce_sol
+from estimator.sources import first_wins
 from estimator.utilgrid import curve_estimate
 
 TABLE = "custom_allreduce_perf"
+RULE_YAML = Path(__file__).resolve().parents[1] / "allreduce.yaml"
+
+
+@cache
+def row_rule(path: Path = RULE_YAML) -> tuple[tuple[str, ...], frozenset[str]]:
+    """(kernel_source substrings to drop, systems that keep them) from allreduce.yaml."""
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    out = []
+    for key in ("drop_kernel_sources_containing", "keep_on_systems"):
+        val = doc.get(key)
+        if not isinstance(val, list) or not all(isinstance(v, str) and v for v in val):
+            raise ValueError(f"{path}: key {key!r} must be a list of non-empty strings (got {val!r})")
+        out.append(val)
+    return tuple(out[0]), frozenset(out[1])
+
+
+def graph_rows(rows: pl.DataFrame, system: str, rule=None) -> pl.DataFrame:
+    """The rows 0.12.0 prices from, first key wins: the rule's dropped kernel sources removed (unless the
+    system keeps them)."""
+    drop, keep = rule or row_rule()
+    if system not in keep and drop and "kernel_source" in rows.columns:
+        rows = rows.filter(~pl.any_horizontal(pl.col("kernel_source").str.contains(s, literal=True) for s in drop))
+    return first_wins(rows, TABLE)
+
+
+def priced_count(tp: int, counts: list[int]) -> int:
+    """The collected GPU count that prices tp: tp itself, or the largest when tp is beyond it (else tp, a miss)."""
+    return min(tp, counts[-1]) if counts else tp
 
 
 class CustomAllReduceModel(OpModel):
@@ -28,13 +64,16 @@ class CustomAllReduceModel(OpModel):
 
     def _curve(self, est, key, shared: bool = True) -> tuple[int, pl.DataFrame]:
         """(GPU count m that prices tp, its message-size curve in file order); a typed miss otherwise."""
-        tp, spec = int(key["tp"]), est.spec(key["system"])
-        rows = est.table(key["system"], key["backend"], key["version"], TABLE, shared=shared)
+        system, tp = key["system"], int(key["tp"])
+        rows = est.memo(
+            ("allreduce_rows", system, key["backend"], key["version"], shared),
+            lambda: graph_rows(est.table(system, key["backend"], key["version"], TABLE, shared=shared, dedupe=False), system),
+        )
         counts = sorted(rows["num_gpus"].unique().to_list())
-        m = min(tp, spec.num_gpus_per_node, counts[-1] if counts else tp)
+        m = priced_count(tp, counts)
         curve = rows.filter(pl.col("num_gpus") == m)
         if not curve.height:
-            raise NoDataError(f"{TABLE} {key['system']}/{key['backend']}/{key['version']}: no rows for num_gpus={m} (have {counts})")
+            raise NoDataError(f"{TABLE} {system}/{key['backend']}/{key['version']}: no rows for num_gpus={m} (have {counts})")
         return m, curve
 
     def silicon(self, est, key, q):
@@ -50,7 +89,7 @@ class CustomAllReduceModel(OpModel):
         return lat, miss
 
     def empirical(self, est, key, q, shared=False):
-        """Util grid over the slice's message sizes; tp beyond the node/data borrows the top slice (xshape)."""
+        """Util grid over the slice's message sizes; tp beyond the data borrows the top slice (xshape)."""
         tp, spec = int(key["tp"]), est.spec(key["system"])
         if tp <= 1:
             return np.zeros(q.height), "sol"
@@ -58,6 +97,6 @@ class CustomAllReduceModel(OpModel):
             m, curve = self._curve(est, key, shared)
         except NoDataError as exc:
             raise EmpiricalUnavailableError(str(exc)) from exc
-        sol_at = lambda gpus: lambda x: custom_allreduce_sol(x, np.full(len(x), gpus), spec)[0]  # noqa: E731
+        sol_at = lambda gpus: lambda x: custom_allreduce_sol(x, np.full(len(x), gpus), spec)[0]
         lat = curve_estimate(curve["message_size"].to_numpy(), curve["latency"].to_numpy(), sol_at(m), sol_at(tp), q["elements"])
         return lat, "xshape" if tp > m else "empirical"
