@@ -1,6 +1,7 @@
 """Static whole-model estimates: per-layer op lists priced through the batch API, summed serially.
 
 TTFT = Σ context ops × scale; TPOT = Σ over decode steps (stride 32, weighted by repeats) / (osl − 1).
+Quants left unset on the `Deploy` follow the checkpoint (`checkpoint_quant.py`), else bfloat16.
 Dense GQA layers: norm, qkv GEMM, attention, o-proj, norm, gate/up GEMM, act, down GEMM (+ TP allreduces);
 MoE layers replace the MLP with router GEMM, dispatch, MoE block, combine.
 """
@@ -16,6 +17,7 @@ import polars as pl
 import yaml
 
 from estimator.batch import estimate
+from estimator.checkpoint_quant import resolve as resolve_quants
 from estimator.errors import EstimatorError, UnsupportedModelError
 from estimator.glm5 import glm5_dims, glm5_ops
 from estimator.kimi_k3 import k3_dims, k3_ops
@@ -38,10 +40,11 @@ class Deploy:
     tp: int = 1
     moe_tp: int = 1
     moe_ep: int = 1
-    gemm_quant: str = "bfloat16"
-    moe_quant: str | None = None  # None: the model's default (models.yaml moe_quant), else bfloat16
-    kv_quant: str = "bfloat16"
-    fmha_quant: str = "bfloat16"
+    # None: the checkpoint's quant (its quantization_config / hf_quant_config), else bfloat16
+    gemm_quant: str | None = None
+    moe_quant: str | None = None
+    kv_quant: str | None = None
+    fmha_quant: str | None = None
 
 
 def model_config_path(name: str) -> Path:
@@ -79,15 +82,17 @@ def load_model(name: str) -> dict:
 
 
 def _ops(m: dict, d: Deploy, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
-    """(name, op, query, scale) for one forward pass at `tokens` tokens."""
-    d = replace(d, moe_quant=d.moe_quant or m.get("moe_quant", "bfloat16"))
+    """(name, op, query, scale) for one forward pass at `tokens` tokens (quants already resolved)."""
     if m["kind"] == "kimi_k3":
         return k3_ops(m, d, tokens, context, batch, seq)
     if m["kind"] == "glm5":
         return glm5_ops(m, d, tokens, context, batch, seq)
     L, h, tp = m["layers"], m["hidden"], d.tp
     base = {"system": d.system, "backend": d.backend, "version": d.version}
-    gemm = lambda mm, n, k: {**base, "quant": d.gemm_quant, "m": mm, "n": n, "k": k}  # noqa: E731
+    # Router and logits GEMMs stay bf16 in a quantized checkpoint; the o / down projections read an already
+    # quantized input (fp8_static: no scale_matrix pass), as 0.12.0 prices them.
+    gemm = lambda mm, n, k, quant=None, lp=False: {**base, "quant": quant or d.gemm_quant, "m": mm, "n": n, "k": k,  # noqa: E731
+                                                   "low_precision_input": lp}
     heads, kv_heads = m["heads"] // tp, max(m["kv_heads"] // tp, 1)
     ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
            ("add_norm_1", "mem", {"bytes": elementwise_bytes(2 * h, 2 * h, tokens)}, L),
@@ -99,24 +104,24 @@ def _ops(m: dict, d: Deploy, tokens: int, context: bool, batch: int, seq: int) -
     else:
         ops.append(("attention", "generation_attention", {**base, "kv_quant": d.kv_quant, "head_dim": m["head_dim"], "window": 0,
                                                           "kv_heads": kv_heads, "heads": heads, "batch": batch, "seq": seq}, L))
-    ops += [("proj_gemm", "gemm", gemm(tokens, h, heads * m["head_dim"]), L),
+    ops += [("proj_gemm", "gemm", gemm(tokens, h, heads * m["head_dim"], lp=True), L),
             ("add_norm_2", "mem", {"bytes": elementwise_bytes(2 * h, 2 * h, tokens)}, L)]
     ar = {**base, "tp": tp, "elements": tokens * h}
     if m["kind"] == "dense":
         inter = m["inter"] // tp
         ops += [("gate_ffn1_gemm", "gemm", gemm(tokens, 2 * inter, h), L),
                 ("act_gate", "mem", {"bytes": elementwise_bytes(2 * inter, inter, tokens)}, L),
-                ("ffn2_gemm", "gemm", gemm(tokens, h, inter), L),
+                ("ffn2_gemm", "gemm", gemm(tokens, h, inter, lp=True), L),
                 ("ar_1", "allreduce", ar, L), ("ar_2", "allreduce", ar, L)]
     else:
         moe = {**base, "quant": d.moe_quant, "distribution": m["distribution"], "gated": True, "topk": m["topk"],
                "experts": m["experts"], "hidden": h, "inter": m["moe_inter"], "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
         dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
-        ops += [("router_gemm", "gemm", gemm(tokens, m["experts"], h), L), ("moe_pre_dispatch", "allreduce", dispatch, L),
+        ops += [("router_gemm", "gemm", gemm(tokens, m["experts"], h, "bfloat16"), L), ("moe_pre_dispatch", "allreduce", dispatch, L),
                 ("moe", "moe", moe, L), ("moe_post_dispatch", "allreduce", dispatch, L)]
     ops.append(("embedding_ar", "allreduce", ar, 1))
     if not context or m["kind"] == "dense":
-        ops.append(("logits_gemm", "gemm", gemm(batch, m["vocab"] // tp, h), 1))
+        ops.append(("logits_gemm", "gemm", gemm(batch, m["vocab"] // tp, h, "bfloat16"), 1))
     return ops
 
 
@@ -136,8 +141,11 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
 
 
 def static(est, model: str, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon") -> dict:
-    """{"ttft_ms", "tpot_ms", "context": {op: ms}, "generation": {op: ms}}."""
+    """{"ttft_ms", "tpot_ms", "quants": {q: {quant, source}}, "context": {op: ms}, "generation": {op: ms}}."""
     m = load_model(model)
+    quants = resolve_quants(model_config_path(model), d.backend, {"gemm": d.gemm_quant, "moe": d.moe_quant,
+                                                                  "kv": d.kv_quant, "fmha": d.fmha_quant})
+    d = replace(d, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
     if m.get("backends") and d.backend not in m["backends"]:
         raise UnsupportedModelError(f"{model}: the {m['kind']} layer plan is assembled for backends "
                                     f"{', '.join(m['backends'])} only ({MODELS_YAML.name} `backends`), not {d.backend}")
@@ -151,4 +159,4 @@ def static(est, model: str, d: Deploy, *, batch: int, isl: int, osl: int, mode: 
             generation[name] = generation.get(name, 0.0) + ms * repeat
     ttft = sum(context.values())
     tpot = sum(generation.values()) / (osl - 1) if osl > 1 else 0.0
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "context": context, "generation": generation}
+    return {"ttft_ms": ttft, "tpot_ms": tpot, "quants": quants, "context": context, "generation": generation}

@@ -104,31 +104,35 @@ def register_ops(est_app: typer.Typer) -> None:
         batch: int = typer.Option(..., help="Batch size"),
         isl: int = typer.Option(..., help="Input sequence length"),
         osl: int = typer.Option(..., help="Output sequence length"),
-        gemm_quant: str = typer.Option("bfloat16", help="GEMM quant"),
-        moe_quant: str = typer.Option(None, help="MoE quant (default: the model's, else bfloat16)"),
-        kv_quant: str = typer.Option("bfloat16", help="KV-cache quant"),
+        gemm_quant: Optional[str] = typer.Option(None, help="GEMM quant (default: the checkpoint's, else bfloat16)"),
+        moe_quant: Optional[str] = typer.Option(None, help="MoE quant (default: the checkpoint's, else bfloat16)"),
+        kv_quant: Optional[str] = typer.Option(None, help="KV-cache quant (default: the checkpoint's, else bfloat16)"),
+        fmha_quant: Optional[str] = typer.Option(None, help="Attention (FMHA) quant (default: the checkpoint's, else bfloat16)"),
         mode: str = MODE,
         breakdown: bool = typer.Option(False, "--breakdown", help="Include per-op context/generation ms"),
         data: Optional[str] = DATA,
         warehouse: Optional[str] = WAREHOUSE,
         as_json: bool = JSON,
     ) -> None:
-        """Static whole-model estimate: {"ttft_ms", "tpot_ms"} (TTFT = prefill, TPOT = decode / (osl - 1))."""
+        """Static whole-model estimate: {"ttft_ms", "tpot_ms", "quants"} (TTFT = prefill, TPOT = decode / (osl - 1)).
+
+        "quants" gives each quant used and its source: flag, checkpoint or default."""
         from estimator.assembly import Deploy, static
         from estimator.cli import _source
         from perfledger.console import emit_json
 
         def compute():
             deploy = Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, gemm_quant=gemm_quant,
-                            moe_quant=moe_quant, kv_quant=kv_quant)
+                            moe_quant=moe_quant, kv_quant=kv_quant, fmha_quant=fmha_quant)
             return static(_source(data, warehouse), model, deploy, batch=batch, isl=isl, osl=osl, mode=mode.lower())
 
         result = _priced(compute, as_json, "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1 else None)
-        out = result if breakdown else {"ttft_ms": result["ttft_ms"], "tpot_ms": result["tpot_ms"]}
+        out = result if breakdown else {k: result[k] for k in ("ttft_ms", "tpot_ms", "quants")}
         if as_json:
             emit_json(out)
         else:
-            typer.echo(f"ttft_ms={out['ttft_ms']:.4f}  tpot_ms={out['tpot_ms']:.4f}")
+            used = "  ".join(f"{q}={v['quant']}({v['source']})" for q, v in out["quants"].items())
+            typer.echo(f"ttft_ms={out['ttft_ms']:.4f}  tpot_ms={out['tpot_ms']:.4f}  {used}")
 
     @est_app.command("prefill-dsa")
     def prefill_dsa_cmd(

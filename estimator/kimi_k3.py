@@ -99,7 +99,8 @@ def _mla_attention_ops(m, d, plan, base, gemm, context, batch, seq):
     GEMMs, MLA attention, o GEMM; decode absorbs kv_b into BMMs around the latent attention)."""
     mh, mla, h = m["heads"] // d.tp, m["mla_layers"], m["hidden"]
     if plan["mla"] == "module":
-        quants = {"kv_quant": d.kv_quant, "gemm_quant": d.gemm_quant, "heads": mh, "batch": batch}
+        quants = {"kv_quant": d.kv_quant, "gemm_quant": d.gemm_quant, "heads": mh, "batch": batch,
+                  "native_heads": m["heads"]}  # picks the model's rows of a multi-model module table
         block = ({**base, **quants, "fmha_quant": d.fmha_quant, "isl": seq} if context else {**base, **quants, "seq": seq})
         return [("mla_block", "mla_context_module" if context else "mla_generation_module", block, mla)]
     if plan["mla"] != "split":

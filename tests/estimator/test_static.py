@@ -58,3 +58,21 @@ def test_kimi_k3_reference_point_and_gates(wheel_est):
         static(wheel_est, "moonshotai/Kimi-K3", Deploy("h200_sxm", "trtllm", "1.3.0rc20", tp=8, moe_ep=8), batch=1,
                isl=128, osl=4)
 
+
+def test_kimi_k3_prices_on_the_two_model_gb300_vllm_table(wheel_est, oracle):
+    """gb300 vllm 0.27.0 holds DeepSeek-V3 (128-head) and K3 (96-head) MLA module rows: the plan's native_heads picks
+    K3's, as 0.12.0 does (context mla_block 40.384 ms); every op of both phases, TTFT and TPOT equal 0.12.0's. The
+    module op without native_heads stays a typed miss there."""
+    from estimator.batch import estimate_one
+    from estimator.errors import NoDataError
+    from tests.estimator.k3_reference import assert_same_ops, reference
+
+    shape = dict(batch=8, isl=4000, osl=200)
+    ours = static(wheel_est, "moonshotai/Kimi-K3", Deploy("gb300", "vllm", "0.27.0", tp=8, moe_ep=8), **shape)
+    assert ours["context"]["mla_block"] == pytest.approx(40.38371265945355, rel=1e-9)
+    ref = reference(oracle, "gb300", "vllm", "0.27.0", dict(tp_size=8, moe_tp_size=1, moe_ep_size=8), shape)
+    assert_same_ops(ours, ref, shape["osl"], rel=1e-9)
+    q = dict(system="gb300", backend="vllm", version="0.27.0", fmha_quant="bfloat16", kv_quant="bfloat16",
+             gemm_quant="bfloat16", heads=12, isl=4000, batch=8)
+    with pytest.raises(NoDataError, match="native_heads"):
+        estimate_one(wheel_est, "mla_context_module", **q)
