@@ -1,11 +1,14 @@
-"""Cross-backend fill: rows another framework collected under a kernel the reuse manifest shares with ours.
+"""Cross-backend channel: rows another framework collected under a kernel the reuse manifest shares with ours.
 
-The public loader's fourth source channel (after own version, reuse.yaml donors and earlier versions): for a
+The public loader's fourth source channel, after own version, reuse.yaml donors and earlier versions: for a
 table, every other framework that a `shared` / `shared_fallback` group of `perf_data_reuse_manifest.yaml`
-lists together with the active backend lends its rows of that group's kernel_source, its versions newest
-first, own rows winning on key conflict. `absence_load_bearing` groups lend nothing (routing depends on
-those rows being absent). This is why 0.12.0 prices sglang 0.5.14's KDA short conv from vLLM rows.
-The manifest is data: the wheel's copy beside its perf tree, else ../shared/aic/catalogs.
+lists together with the active backend lends its rows of that group's kernel_source (frameworks by name,
+each one's versions newest first), the active backend's rows winning on key conflict. `absence_load_bearing`
+groups lend nothing (routing depends on those rows being absent). 0.12.0 applies it wherever its shared layer
+is on (SILICON and HYBRID, not EMPIRICAL/SOL), i.e. to every table; only groups naming several frameworks
+change answers (DSA/MLA module `default` rows trtllm → vLLM, KDA short conv vLLM → sglang, mla_bmm, gdn).
+`sources.PerfSource.resolve` calls `lent_frames`; the manifest is data: beside the source's perf tree (the
+wheel's systems/), beside the warehouse, else ../shared/aic/catalogs.
 """
 
 from __future__ import annotations
@@ -15,26 +18,28 @@ from pathlib import Path
 
 import yaml
 
-from estimator.sources import PerfSource, TreeSource, first_wins, table_info
 from estimator.specs import REPO_ROOT
 from estimator.versions import version_key
 
 MANIFEST = "perf_data_reuse_manifest.yaml"
 SHARED_MANIFEST = REPO_ROOT / ".." / "shared" / "aic" / "catalogs" / MANIFEST
 LENDING_TIERS = ("shared", "shared_fallback")
+LENDER_RANK = 1000  # lent rows rank after every own-backend source
 
 
-def manifest_path(source: PerfSource) -> Path:
-    """The manifest that belongs to the source's tree (`<systems>/data` → `<systems>/MANIFEST`), else ../shared's."""
-    if isinstance(source, TreeSource) and (source.root.parent / MANIFEST).is_file():
-        return source.root.parent / MANIFEST
+def manifest_path(source) -> Path:
+    """The manifest that sits with the source's data (`PerfSource.manifest_dir()`), else ../shared's catalog."""
+    here = source.manifest_dir()
+    if here is not None and (Path(here) / MANIFEST).is_file():
+        return Path(here) / MANIFEST
     return SHARED_MANIFEST
 
 
 @lru_cache(maxsize=None)
 def load_manifest(path: Path) -> tuple[dict, ...]:
     """The manifest's groups; a malformed file is an error naming it and the bad group."""
-    doc = yaml.safe_load(Path(path).read_text()) or {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster on the 1,700-line manifest
+    doc = yaml.load(Path(path).read_text(), Loader=loader) or {}  # noqa: S506 (a safe loader)
     groups = doc.get("groups")
     if not isinstance(groups, list):
         raise ValueError(f"{path}: top-level 'groups' must be a list")
@@ -45,35 +50,46 @@ def load_manifest(path: Path) -> tuple[dict, ...]:
     return tuple(groups)
 
 
+def lender_index(groups: tuple[dict, ...]) -> dict[tuple[str, str], dict[str, frozenset[str]]]:
+    """(table, borrowing backend) -> {lending framework: kernel_sources}, frameworks sorted by name."""
+    index: dict[tuple[str, str], dict[str, set[str]]] = {}
+    for g in groups:
+        if g["tier"] not in LENDING_TIERS:
+            continue
+        table = str(g["op_file"]).removesuffix(".parquet")
+        for borrower in g["frameworks"]:
+            for fw in g["frameworks"]:
+                if fw != borrower:
+                    index.setdefault((table, borrower), {}).setdefault(fw, set()).add(str(g["kernel_source"]))
+    return {k: {fw: frozenset(v[fw]) for fw in sorted(v)} for k, v in index.items()}
+
+
 def lenders(groups: tuple[dict, ...], table: str, backend: str) -> dict[str, set[str]]:
     """other framework -> kernel_sources it lends `backend` for `table` (sorted by framework name)."""
-    out: dict[str, set[str]] = {}
-    for g in groups:
-        if g["op_file"] != f"{table}.parquet" or g["tier"] not in LENDING_TIERS or backend not in g["frameworks"]:
-            continue
-        for fw in g["frameworks"]:
-            if fw != backend:
-                out.setdefault(fw, set()).add(str(g["kernel_source"]))
-    return dict(sorted(out.items()))
+    return {fw: set(ks) for fw, ks in lender_index(groups).get((table, backend), {}).items()}
 
 
-def with_cross_backend(source: PerfSource, own, system: str, backend: str, table: str):
-    """`own` (resolved rows, possibly empty) followed by the lenders' rows, first key wins."""
+@lru_cache(maxsize=None)
+def _indexed(path: Path) -> dict[tuple[str, str], dict[str, frozenset[str]]]:
+    return lender_index(load_manifest(path))
+
+
+def lent_frames(source, system: str, backend: str, table: str, family: str) -> list:
+    """The lenders' rows of `table` in priority order, tagged `_source_rank` (from LENDER_RANK up) and
+    `_source_version` = "<framework>/<version>" (lineage); empty when the manifest lends nothing."""
     import polars as pl
 
-    family = table_info(table)["family"]
-    frames = [own] if own.height else []
-    rank = 1000  # after every own-backend rank
-    for fw, kernels in lenders(load_manifest(manifest_path(source)), table, backend).items():
+    found = _indexed(manifest_path(source)).get((table, backend), {})
+    frames, rank = [], LENDER_RANK
+    for fw, kernels in found.items():
         known = [v for v in source.versions(system, family, fw) if version_key(v)[0] == 0]
         for ver in sorted(known, key=version_key, reverse=True):
             rows = source.read(system, fw, ver, table)
-            if rows.height and "kernel_source" in rows.columns:
-                rows = rows.filter(pl.col("kernel_source").is_in(sorted(kernels)))
-                if rows.height:
-                    frames.append(rows.with_columns(pl.lit(rank).cast(pl.Int32).alias("_source_rank"),
-                                                    pl.lit(f"{fw}/{ver}").alias("_source_version")))
-                    rank += 1
-    if not frames:
-        return own
-    return first_wins(pl.concat(frames, how="diagonal_relaxed"), table)
+            if not rows.height or "kernel_source" not in rows.columns:
+                continue
+            rows = rows.filter(pl.col("kernel_source").is_in(sorted(kernels)))
+            if rows.height:
+                frames.append(rows.with_columns(pl.lit(rank).alias("_source_rank"),
+                                                pl.lit(f"{fw}/{ver}").alias("_source_version")))
+                rank += 1
+    return frames

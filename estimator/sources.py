@@ -45,11 +45,17 @@ class PerfSource(ABC):
     def describe(self) -> str:
         return type(self).__name__
 
+    def manifest_dir(self) -> Path | None:
+        """Folder holding this data's perf_data_reuse_manifest.yaml, if it has its own (none by default)."""
+        return None
+
     def resolve(self, system: str, backend: str, version: str, table: str, *, shared: bool = True, dedupe: bool = True):
-        """Priority-ordered union (own, reuse donors, earlier versions nearest first), first key wins.
+        """Priority-ordered union (own, reuse donors, earlier versions nearest first, then the rows other
+        frameworks lend through the reuse manifest: cross_backend.py), first key wins.
 
         `shared=False` (EMPIRICAL/SOL, or tables outside the shared layer) reads the own version only.
         `dedupe=False` leaves repeated keys for callers that first split the rows into kernel pools.
+        `_source_version` keeps each row's lineage ("<version>", or "<framework>/<version>" when lent).
         """
         import polars as pl
 
@@ -66,9 +72,14 @@ class PerfSource(ABC):
             df = self.read(system, backend, ver, table)
             if df.height:
                 frames.append(df.with_columns(pl.lit(rank).alias("_source_rank"), pl.lit(ver).alias("_source_version")))
+        if shared and info.get("shared_layer", True):
+            from estimator.cross_backend import lent_frames
+
+            frames += lent_frames(self, system, backend, table, family)
         if not frames:
             raise NoDataError(
-                f"no {table} rows for {system}/{backend}/{version} in {self.describe()} (looked in {', '.join(order)})"
+                f"no {table} rows for {system}/{backend}/{version} in {self.describe()} (looked in {', '.join(order)}"
+                + (" and the reuse manifest's lenders)" if shared and info.get("shared_layer", True) else ")")
             )
         merged = pl.concat(frames, how="diagonal_relaxed")
         return first_wins(merged, table) if dedupe else merged
@@ -89,6 +100,10 @@ class TreeSource(PerfSource):
 
     def describe(self) -> str:
         return str(self.root)
+
+    def manifest_dir(self) -> Path:
+        """The public layout keeps the manifest beside the data tree: <systems>/data → <systems>/."""
+        return self.root.parent
 
     def _dir(self, system: str, family: str, backend: str, version: str) -> Path:
         return self.root / system / family / backend / version
@@ -147,6 +162,10 @@ class WarehouseSource(PerfSource):
 
     def describe(self) -> str:
         return f"warehouse {self.root}"
+
+    def manifest_dir(self) -> Path:
+        """A manifest beside the warehouse tables, as its reuse table sits with them (else ../shared's catalog)."""
+        return Path(self.root)
 
     def batches_version(self) -> int | None:
         """Latest commit of the `batches` table (no table open per lookup)."""

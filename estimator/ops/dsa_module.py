@@ -1,6 +1,6 @@
 """DSA *module* ops (GLM-5 sparse attention): the whole attention block as one measured op.
 
-`dsa_context_module` is a Grid [heads][isl][batch][prefix step] over dsa_context_module_perf, raw (no
+`dsa_context_module` is a Grid [heads][prefix step][isl][batch] over dsa_context_module_perf, raw (no
 sqrt axis); `dsa_generation_module` a Grid [heads][batch][s = kv step + 1] over dsa_generation_module_perf
 (the log-space transfer distances are taken in s, as 0.12.0's). Architectures other than those with a
 roofline geometry in dsa.yaml (GLM's only) raise naming it. A slice is the model architecture × KV dtype × the block's GEMM quant, and
@@ -128,7 +128,7 @@ class DsaContextModuleModel(_DsaModule):
     group_keys = ("system", "backend", "version", "architecture", "kv_quant", "gemm_quant", "full_frac")
     value_columns = ("heads", "isl", "batch", "prefix")
     defaults = {**_DsaModule.defaults, "prefix": 0}
-    axes = ("num_heads", "isl", "batch_size", "step")
+    axes = ("num_heads", "step", "isl", "batch_size")  # 0.12.0 nests the prefix above isl (probed)
 
     def _grid_coords(self, q):
         return {"num_heads": q["heads"], "isl": q["isl"], "batch_size": q["batch"], "step": q["prefix"]}

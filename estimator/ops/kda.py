@@ -19,7 +19,6 @@ import numpy as np
 import polars as pl
 import yaml
 
-from estimator.cross_backend import with_cross_backend
 from estimator.curve1d import eval_curve
 from estimator.errors import EmpiricalUnavailableError, NoDataError
 from estimator.grid import evaluate, rows_grid
@@ -97,12 +96,11 @@ class KdaModel(OpModel):
     def _kernel_rows(self, est, key) -> pl.DataFrame:
         """Rows of one kernel/phase at the query's d_model: own backend first, then cross-backend lenders."""
 
-        def merged():
+        def merged():  # own rows first, then the manifest's cross-backend lenders (sources.resolve)
             try:
-                own = est.table(key["system"], key["backend"], key["version"], TABLE, shared=True)
+                return est.table(key["system"], key["backend"], key["version"], TABLE, shared=True)
             except NoDataError:
-                own = pl.DataFrame()
-            return with_cross_backend(est.source, own, key["system"], key["backend"], TABLE)
+                return pl.DataFrame()
 
         def build():
             rows = est.memo(("kda_rows", key["system"], key["backend"], key["version"]), merged)

@@ -8,7 +8,7 @@ keyed also by the block's GEMM quant. Three 0.12.0 module rules, each found by p
   quant): max(Σ math, Σ memory), not the sum of three rooflines. Decode below the first collected step
   (s = 2) and in the large batch × kv-length holes was 6 % / 2e-4 off with the kernel roofline alone.
 - Rows: SILICON/HYBRID also take the reuse manifest's cross-backend lenders (vLLM reads trtllm's `default`
-  module rows, own rows first; estimator/cross_backend.py): h100 and rtx_pro_6000 vLLM answer from them.
+  module rows, own rows first; sources.resolve's cross-backend channel): h100 and rtx_pro_6000 vLLM answer from them.
 - Native heads: a table measured for several models (gb300 vllm 0.27.0: DeepSeek-V3 and Kimi-K3) splits
   by each row model's config head count; the query's `native_heads` picks that partition, else the largest
   one below it, else the smallest. Without `native_heads` such a table is a miss, as in 0.12.0. A table of
@@ -23,7 +23,6 @@ from functools import lru_cache
 import numpy as np
 import polars as pl
 
-from estimator.cross_backend import with_cross_backend
 from estimator.errors import EstimatorError, NoDataError
 from estimator.ops.mla import ContextMlaModel, GenerationMlaModel, _bytes, _flops, dims
 from estimator.quant import quant_profile
@@ -63,17 +62,12 @@ def native_partition(rows: pl.DataFrame, native: int, where: str) -> pl.DataFram
 def module_slice(est, key, table: str, filters: dict, shared: bool) -> pl.DataFrame:
     """Rows of a module table matching `filters` (own rows, + cross-backend lenders when shared) for the
     query's native head count; an empty slice is a NoDataError naming table, system/backend/version, filters."""
-    system, backend, version = where = (key["system"], key["backend"], key["version"])
+    where = (key["system"], key["backend"], key["version"])
 
-    def merged():
-        try:
-            own = est.table(*where, table, shared=shared, dedupe=False)
-        except NoDataError:
-            own = pl.DataFrame()
-        lent = with_cross_backend(est.source, pl.DataFrame(), system, backend, table) if shared else pl.DataFrame()
-        return pl.concat([f for f in (own, lent) if f.height], how="diagonal_relaxed") if own.height or lent.height else own
-
-    df = est.memo(("mla_module_rows", *where, table, shared), merged)
+    try:  # shared: own rows first, then the manifest's cross-backend lenders (sources.resolve)
+        df = est.table(*where, table, shared=shared, dedupe=False)
+    except NoDataError:
+        df = pl.DataFrame()
     label = f"{table} rows for {'/'.join(where)} with " + ", ".join(f"{c}={v}" for c, v in filters.items())
     if df.height:
         df = df.filter(*(pl.col(c) == v for c, v in filters.items()))

@@ -78,3 +78,38 @@ def test_a_remembered_miss_still_raises_the_typed_error(warehouse_root):
     for _ in range(2):
         with pytest.raises(NoDataError, match="moe_perf"):
             est.table("h200_sxm", "trtllm", "1.3.0rc20", "moe_perf", shared=True)
+
+
+@pytest.fixture(scope="module")
+def kda_warehouse(tmp_path_factory):
+    """b200 KDA rows of sglang 0.5.16 and the vLLM version that lends it causal_conv1d_fn_qkv3 rows."""
+    from warehouse.ingest import ingest
+    from warehouse.store import Warehouse
+
+    root = tmp_path_factory.mktemp("kda_wh")
+    kda = SHARED_DATA / "b200_sxm" / "kda"
+    report = ingest([str(kda / "sglang" / "0.5.16"), str(kda / "vllm" / "0.1.dev19262")], Warehouse(root))
+    assert not report.failed_batches, report.failed_batches
+    return root
+
+
+def test_warehouse_lends_across_backends_like_the_tree(kda_warehouse):
+    """No manifest beside the warehouse: ../shared's catalog lends vLLM's conv rows, as for the tree."""
+    from estimator.cross_backend import SHARED_MANIFEST, manifest_path
+
+    wh, tree = WarehouseSource(kda_warehouse), TreeSource(SHARED_DATA)
+    assert manifest_path(wh) == manifest_path(tree) == SHARED_MANIFEST
+    cols = ["kernel_source", "phase", "num_k_heads", "batch_size", "seq_len", "latency", "_source_version"]
+    ours = wh.resolve("b200_sxm", "sglang", "0.5.16", "kda_perf").select(cols).sort(cols[:5])
+    ref = tree.resolve("b200_sxm", "sglang", "0.5.16", "kda_perf").select(cols).sort(cols[:5])
+    assert ours.equals(ref) and "vllm/0.1.dev19262" in ours["_source_version"].to_list()
+
+
+def test_a_manifest_beside_the_warehouse_is_the_one_read(kda_warehouse, tmp_path):
+    import shutil
+
+    root = tmp_path / "wh"
+    shutil.copytree(kda_warehouse, root)
+    (root / "perf_data_reuse_manifest.yaml").write_text("groups: []\n")  # lends nothing
+    rows = WarehouseSource(root).resolve("b200_sxm", "sglang", "0.5.16", "kda_perf")
+    assert set(rows["_source_version"].to_list()) == {"0.5.16"}
