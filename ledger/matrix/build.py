@@ -6,6 +6,8 @@ HYBRID_PASS (Source = the weakest tier used) when some need a transfer, FAIL nam
 op and its table/slice -- an op the estimator has no model for is a FAIL that says so, never a PASS by
 omission -- and HW_INCOMPATIBLE from the hardware rules in rules.yaml. A need with alternatives (`any_of`:
 MLA as a module or as kernels, per-backend KDA kernels) is priced by the first option the data holds.
+A row whose ops are all priced still FAILs when the model does not fit one GPU of the representative
+replica (rules.yaml `memory_fit`, sized by estimator/memory.py), as the reference's sweep runs out of memory.
 """
 
 from __future__ import annotations
@@ -53,6 +55,37 @@ def hw_gap(spec: ModelSpec, system: str, flops: dict[str, float], rules: MatrixR
     if blocked:
         return f"{system} kernels do not support {', '.join(blocked)}, required by {spec.model}"
     return None
+
+
+def memory_gap(spec: ModelSpec, system: str, backend: str, version: str = "",
+               rules: MatrixRules | None = None) -> str | None:
+    """The FAIL reason when the model does not fit one GPU of the rules' `memory_fit` replica (total over
+    capacity, or KV over the backend's KV budget), else None. A model the memory model cannot size is a FAIL
+    that says so, never a pass by omission."""
+    from estimator.errors import EstimatorError
+    from estimator.memory import GIB, deployment_memory
+
+    rules = rules or load_rules()
+    fit = rules.memory_fit
+    if not fit:
+        return None
+    quant = {**load_needs()["quant_defaults"], **spec.matrix.quant}
+    shard = f"tp{fit['tp']}/moe_tp{fit['moe_tp']}/moe_ep{fit['moe_ep']}"
+    try:
+        mem = deployment_memory(spec.model, system, backend, tp=fit["tp"], moe_tp=fit["moe_tp"], moe_ep=fit["moe_ep"],
+                                quants=quant, batch=fit["batch"], isl=fit["isl"], osl=fit["osl"],
+                                tokens=fit["batch"] * (fit["isl"] - fit["prefix"]), version=version)
+    except EstimatorError as exc:
+        return f"memory ({shard}): cannot size {spec.model}: {exc}"
+    if mem.fits and mem.kv_fits:
+        return None
+    g = lambda b: f"{b / GIB:.2f}"
+    head = (f"memory ({shard}, batch {fit['batch']}, isl {fit['isl']} + osl {fit['osl']}): {spec.model} needs "
+            f"{g(mem.total)} GiB per GPU (weights {g(mem.weights)}, kv {g(mem.kv)}, activations {g(mem.activations)}, "
+            f"runtime {g(mem.nccl + mem.others)}), {system} has {g(mem.capacity)} GiB")
+    if not mem.fits:
+        return f"{head}: model does not fit in GPU memory"
+    return f"{head}; {backend} {version} leaves a KV budget of {g(mem.kv_budget)} GiB: KV cache does not fit"
 
 
 def need_queries(need: OpNeed, system: str, backend: str, version: str) -> pl.DataFrame:
@@ -174,12 +207,16 @@ def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Est
     rules = rules or load_rules()
     pricer = Pricer(estimate, known_ops if known_ops is not None else frozenset(registry()), rules.source_tiers)
     needs = model_needs(spec, rules.modes)
-    rows = []
+    rows, memory = [], {}
     for cell in cells:
         command = (f"perfledger matrix build {spec.model} --system {cell[0]} --backend {cell[1]} --version {cell[2]} "
                    "--no-store")
         gap = hw_gap(spec, cell[0], flops_by_system.get(cell[0], {}), rules)
         for mode in rules.modes:
             status, err, source = ("HW_INCOMPATIBLE", gap, "") if gap else judge(spec, cell, needs[mode], pricer, lane_rows)
+            if status in rules.pass_statuses:
+                if cell not in memory:
+                    memory[cell] = memory_gap(spec, *cell, rules)
+                status, err, source = ("FAIL", memory[cell], "") if memory[cell] else (status, err, source)
             rows.append(dict(zip(rules.columns, (spec.model, spec.architecture, *cell, mode, status, err, command, source))))
     return pl.DataFrame(rows, schema=dict.fromkeys(rules.columns, pl.String))

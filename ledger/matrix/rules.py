@@ -41,6 +41,7 @@ class MatrixRules:
     hardware: dict[str, dict]  # dtype -> {software_fallback: [systems]}, in reason order
     quant_dtypes: dict[str, str]  # quant label -> dtype it needs natively
     unsupported_quants: dict[str, dict[str, tuple[str, ...]]]  # system -> role -> quant labels it cannot run
+    memory_fit: dict[str, int]  # the replica a priced row must fit in (tp, moe_tp, moe_ep, batch, isl, prefix, osl)
 
     def headers(self) -> dict[tuple[str, ...], int]:
         """Accepted header tuples -> their width (current first, then the legacy ones)."""
@@ -77,4 +78,5 @@ def load_rules(path: Path = RULES_FILE) -> MatrixRules:
         quant_dtypes=dict(raw["quant_dtypes"]),
         unsupported_quants={sys_: {role: tuple(q) for role, q in roles.items()}
                             for sys_, roles in (raw.get("unsupported_quants") or {}).items()},
+        memory_fit={k: int(v) for k, v in (raw.get("memory_fit") or {}).items()},
     )

@@ -9,7 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from estimator.specs import load_spec
-from ledger.matrix.build import Pricer, combinations, hw_gap, model_needs, need_queries, weakest
+from ledger.matrix.build import (
+    Pricer,
+    combinations,
+    hw_gap,
+    model_needs,
+    need_queries,
+    weakest,
+)
 from ledger.matrix.choices import Choice
 from ledger.matrix.needs import Need
 from ledger.matrix.rules import load_rules
@@ -116,8 +123,14 @@ def test_k3_and_v3_on_a_vllm_cell_with_module_tables_pass_through_the_module(bui
 
     _, frame = built
     ok = frame.filter(pl.col("Version") == CELL[2]).select("HuggingFaceID", "Mode", "Status", "Source").rows()
-    assert sorted(ok) == sorted((m, mode, "PASS", "silicon") for m in ("deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K3",
-                                                                       "Qwen/Qwen3-235B-A22B") for mode in ("agg", "disagg"))
+    assert sorted(ok) == sorted([(m, mode, "PASS", "silicon") for m in ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B")
+                                 for mode in ("agg", "disagg")] + [("moonshotai/Kimi-K3", mode, "FAIL", "")
+                                                                   for mode in ("agg", "disagg")])
+    # every K3 op is priced (below), but 181 GiB of weights per GPU at TP8/EP8 exceed the h200's 141 GiB
+    k3 = frame.filter((pl.col("Version") == CELL[2]) & (pl.col("HuggingFaceID") == "moonshotai/Kimi-K3"))
+    assert set(k3["ErrMsg"]) == {("memory (tp8/moe_tp1/moe_ep8, batch 1, isl 256 + osl 256): moonshotai/Kimi-K3 needs "
+                                  "185.36 GiB per GPU (weights 181.13, kv 0.27, activations 0.07, runtime 3.88), h200_sxm "
+                                  "has 141.00 GiB: model does not fit in GPU memory")}
     pricer = pricer_over(WarehouseSource(root))
     wins = {}
     for model, mode in product(("kimi-k3", "deepseek-v3"), ("agg", "disagg")):
@@ -145,6 +158,34 @@ def test_a_cell_without_mla_data_fails_naming_every_alternative():
     from ledger.matrix.explain import reason_of
 
     assert reason_of("FAIL", err, "") == "no option of mla_context_attention priced for that system/backend/version"
+
+
+def test_a_priced_row_on_a_too_small_deployment_fails_naming_needed_and_available_memory(root):
+    """Qwen3-235B bf16 prices on h200 vLLM 0.24.0 and fits TP8/EP8 (59 of 141 GiB); squeezed onto one GPU it
+    needs 3.5x the GPU and FAILs with the memory reason instead of PASS (rules.yaml memory_fit)."""
+    import dataclasses
+
+    from estimator.batch import estimate
+    from estimator.context import Estimator
+    from estimator.sources import WarehouseSource
+    from ledger.matrix.build import build_rows, memory_gap
+    from ledger.matrix.explain import reason_of
+
+    qwen, est = find_spec("qwen3-235b-a22b"), Estimator(WarehouseSource(root))
+    run = lambda rules: build_rows(qwen, [CELL], lambda op, q, mode: estimate(est, op, q, mode=mode),
+                                   {"h200_sxm": load_spec("h200_sxm").flops}, {}, rules)
+    assert memory_gap(qwen, *CELL, RULES) is None
+    assert run(RULES)["Status"].to_list() == ["PASS", "PASS"]
+    one_gpu = dataclasses.replace(RULES, memory_fit={**RULES.memory_fit, "tp": 1, "moe_ep": 1})
+    rows = run(one_gpu)
+    assert rows.select("Status", "Source").rows() == [("FAIL", ""), ("FAIL", "")]
+    err = rows["ErrMsg"][0]
+    assert err == ("memory (tp1/moe_tp1/moe_ep1, batch 1, isl 256 + osl 256): Qwen/Qwen3-235B-A22B needs 440.40 GiB "
+                   "per GPU (weights 436.74, kv 0.09, activations 0.07, runtime 3.50), h200_sxm has 141.00 GiB: "
+                   "model does not fit in GPU memory")
+    assert reason_of("FAIL", err, "") == "model does not fit in GPU memory at tp1/moe_tp1/moe_ep1"
+    unknown = dataclasses.replace(qwen, model="Org/No-Such-Model")
+    assert memory_gap(unknown, *CELL, RULES).startswith("memory (tp8/moe_tp1/moe_ep8): cannot size Org/No-Such-Model: ")
 
 
 def test_a_data_gap_names_the_table_and_slice():
@@ -204,21 +245,23 @@ def test_helpers():
 
 
 def test_disagreements_with_the_imported_matrix(built):
-    from ledger.matrix.explain import model_disagreements
+    from ledger.matrix.explain import model_disagreements, reason_of
     from ledger.matrix.reader import read_matrix
     from tests.ledger.curated import MATRIX_STATES
 
     _, ours = built
     head = read_matrix(MATRIX_STATES / "head-095f58a")
     k3 = model_disagreements(ours, head, "moonshotai/Kimi-K3")  # 0.1.dev19262: both FAIL, for other reasons
-    assert (k3["agree"], k3["only_ours"], k3["only_imported"]) == (2, 0, 232)
-    assert [(d["Version"], d["Mode"], d["imported"], d["ours"], d["reason"]) for d in k3["disagree"]] == [
-        ("0.24.0", "agg", "FAIL", "PASS", "silicon"), ("0.24.0", "disagg", "FAIL", "PASS", "silicon")]
-    assert "does not fit in GPU memory" in k3["disagree"][0]["imported_reason"]  # we price ops, not memory
+    # 0.24.0: both FAIL out of memory (the reference's sweep, our memory_fit replica)
+    assert (k3["agree"], k3["disagree"], k3["only_ours"], k3["only_imported"]) == (4, [], 0, 232)
     only_imported = {"transition": "only imported", "keys": 232,
                      "reason": "key not in our warehouse (no collected partition for that backend/version)"}
-    assert k3["by_reason"] == [only_imported, {"transition": "FAIL → PASS", "keys": 2,
-                                               "reason": "imported: model does not fit in GPU memory"}]
+    assert k3["by_reason"] == [only_imported]
+    oom = ours.filter((pl.col("HuggingFaceID") == "moonshotai/Kimi-K3") & (pl.col("Version") == "0.24.0")).row(0, named=True)
+    assert reason_of(oom["Status"], oom["ErrMsg"], oom["Source"]) == "model does not fit in GPU memory at tp8/moe_tp1/moe_ep8"
+    theirs = head.filter((pl.col("HuggingFaceID") == "moonshotai/Kimi-K3") & (pl.col("System") == "h200_sxm")
+                         & (pl.col("Backend") == "vllm") & (pl.col("Version") == "0.24.0")).row(0, named=True)
+    assert reason_of(theirs["Status"], theirs["ErrMsg"], "") == "model does not fit in GPU memory"
     failed = ours.with_columns(Status=pl.lit("FAIL"), Source=pl.lit(""),
                                ErrMsg=pl.lit("lane kda (kda_perf): no collected rows for h200_sxm/vllm at 0.24.0"))
     same = model_disagreements(failed, head, "moonshotai/Kimi-K3")
@@ -232,10 +275,11 @@ def test_explain_cli_counts_disagreements_by_reason(root, built):
     result = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", head, "--warehouse", str(root), "--json"])
     assert result.exit_code == 0, result.stdout
     payload = json.loads(result.stdout)
-    assert (payload["model"], payload["ours"], payload["imported"], payload["agree"]) == ("moonshotai/Kimi-K3", "perfledger", head, 2)
-    assert payload["by_reason"][1] == {"transition": "FAIL → PASS", "keys": 2, "reason": "imported: model does not fit in GPU memory"}
+    assert (payload["model"], payload["ours"], payload["imported"], payload["agree"]) == ("moonshotai/Kimi-K3", "perfledger", head, 4)
+    assert payload["by_reason"] == [{"transition": "only imported", "keys": 232,
+                                     "reason": "key not in our warehouse (no collected partition for that backend/version)"}]
     text = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", head, "--warehouse", str(root)])
-    assert "    2  FAIL → PASS: imported: model does not fit in GPU memory" in text.stdout.splitlines()
+    assert "  232  only imported: key not in our warehouse (no collected partition for that backend/version)" in text.stdout.splitlines()
     missing = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", "no-such-label", "--warehouse", str(root), "--json"])
     assert missing.exit_code == 2 and "no support-matrix snapshot labelled 'no-such-label'" in missing.stdout
 
