@@ -17,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from estimator.config_expr import ConfigExprError, config_dims
+from estimator.config_expr import evaluate as evaluate_expr
 from estimator.errors import EstimatorError
 
 MEMORY_YAML = Path(__file__).with_name("memory.yaml")
@@ -67,13 +69,10 @@ def _doc(path: Path = MEMORY_YAML) -> dict:
 
 
 def evaluate(expr: str, names: dict, where: str) -> float:
-    """memory.yaml arithmetic, in the same expression language as the matrix needs (ledger/matrix/needs.py)."""
-    from ledger.matrix.needs import NeedsError
-    from ledger.matrix.needs import evaluate as needs_evaluate
-
+    """memory.yaml arithmetic, in the expression language the matrix needs share (estimator/config_expr.py)."""
     try:
-        return needs_evaluate(" ".join(expr.split()), names, where)
-    except NeedsError as exc:
+        return evaluate_expr(" ".join(expr.split()), names, where)
+    except ConfigExprError as exc:
         raise MemoryModelError(str(exc)) from None
 
 
@@ -81,15 +80,12 @@ def model_dims(cfg: dict, source: str) -> tuple[str, dict]:
     """(architecture, dims) from an HF config (memory.yaml `dims`, resolved as the matrix needs resolve theirs);
     Kimi-K3 adds estimator.kimi_k3.k3_dims, GLM-5 its shared-expert exclusion. head_size = head_dim, else
     hidden // heads. `source` is the config's path."""
-    from ledger.matrix.needs import NeedsError
-    from ledger.matrix.needs import model_dims as needs_dims
-
     text = cfg.get("text_config") or cfg
     arch = (cfg.get("architectures") or text.get("architectures") or ["?"])[0]
     try:
-        dims = needs_dims(cfg, source, _doc()["dims"])
-    except NeedsError as exc:
-        raise MemoryModelError(f"{exc} ({MEMORY_YAML.name} dims)") from None
+        dims = config_dims(cfg, source, _doc()["dims"], MEMORY_YAML.name)
+    except ConfigExprError as exc:
+        raise MemoryModelError(str(exc)) from None
     if arch == "KimiK3ForConditionalGeneration":
         from estimator.kimi_k3 import k3_dims
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from estimator.config_expr import ConfigExprError
 from ledger.matrix.build import build_rows, combinations
-from ledger.matrix.needs import NeedsError
 from ledger.matrix.rules import load_rules
 from ledger.source import build_cells, read_or_empty
 from ledger.specs import LaneSpecError, find_spec
@@ -60,6 +60,6 @@ def build_matrix(wh, models: list[str], *, system: str | None = None, backend: s
         try:
             frames.append(build_rows(spec, combos, lambda op, q, mode: estimate(est, op, q, mode=mode), flops,
                                      lane_rows, rules))
-        except NeedsError as exc:
+        except ConfigExprError as exc:  # needs.yaml and config errors (NeedsError is one)
             raise MatrixBuildError(f"{spec.path.name}: {exc}") from None
     return pl.concat(frames).with_columns(source_file=pl.lit("perfledger"), source_line=pl.int_range(pl.len()) + 1)

@@ -8,9 +8,7 @@ alternatives (`any_of`, resolved in ledger/matrix/choices.py) where backends mea
 
 from __future__ import annotations
 
-import ast
 import json
-import operator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,11 +16,13 @@ from typing import Any
 
 import yaml
 
+from estimator.config_expr import ConfigExprError, config_dims, evaluate
+
 NEEDS_FILE = Path(__file__).with_name("needs.yaml")
 PHASES = ("context", "generation")
 
 
-class NeedsError(ValueError):
+class NeedsError(ConfigExprError):
     """A needs.yaml entry or a model config that cannot be turned into op queries (names file and key)."""
 
 
@@ -42,60 +42,9 @@ def load_needs(path: Path = NEEDS_FILE) -> dict:
     return yaml.safe_load(Path(path).read_text())
 
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-           ast.Div: operator.truediv, ast.Mod: operator.mod}
-_COMPARE = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_CALLS = {"max": max, "min": min}
-
-
-def evaluate(expr: str, names: dict[str, Any], where: str) -> Any:
-    """Arithmetic/comparison/and-or over `names` (no attribute access, no other calls)."""
-
-    def walk(node: ast.AST) -> Any:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in names:
-                raise NeedsError(f"{where}: unknown name {node.id!r} in {expr!r}")
-            return names[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            return _BINARY[type(node.op)](walk(node.left), walk(node.right))
-        if isinstance(node, ast.BoolOp):
-            values = [walk(v) for v in node.values]
-            return all(values) if isinstance(node.op, ast.And) else any(values)
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-            return _COMPARE[type(node.ops[0])](walk(node.left), walk(node.comparators[0]))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS:
-            return _CALLS[node.func.id](*(walk(a) for a in node.args))
-        raise NeedsError(f"{where}: unsupported expression {expr!r}")
-
-    try:
-        return walk(ast.parse(str(expr), mode="eval"))
-    except SyntaxError:
-        raise NeedsError(f"{where}: not an expression: {expr!r}") from None
-
-
 def model_dims(config: dict, source: str, fields: dict[str, list]) -> dict[str, Any]:
-    """needs.yaml `dims` resolved against an HF config (its text_config first, when nested)."""
-    layers = [config.get("text_config") or {}, config]
-    dims: dict[str, Any] = {}
-    for dim, keys in fields.items():
-        for key in keys:
-            if not isinstance(key, str):
-                dims[dim] = key
-                break
-            hit = next((layer[key] for layer in layers if layer.get(key) is not None), None)
-            if hit is not None:
-                dims[dim] = hit
-                break
-        else:
-            raise NeedsError(f"{source}: none of {keys} present (needs.yaml dims.{dim})")
-    if not dims.get("head_dim"):
-        dims["head_dim"] = dims["hidden"] // dims["heads"]
-    return dims
+    """needs.yaml `dims` resolved against an HF config."""
+    return config_dims(config, source, fields, NEEDS_FILE.name)
 
 
 def load_config(model: str) -> tuple[dict, str]:

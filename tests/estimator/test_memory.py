@@ -86,7 +86,7 @@ def test_bad_input_names_file_and_key():
     with pytest.raises(MemoryModelError, match="sys.yaml: missing gpu.mem_capacity"):
         footprint(arch, dims, {"gpu": {}}, "vllm", tp=1, moe_tp=1, moe_ep=1, quants=BF16, batch=1, seq_tokens=1,
                   tokens=1, source="sys.yaml")
-    with pytest.raises(MemoryModelError, match=r"cfg.json: none of \[.num_attention_heads.\] present .* \(memory.yaml dims\)"):
+    with pytest.raises(MemoryModelError, match=r"cfg.json: none of \[.num_attention_heads.\] present \(memory.yaml dims.heads\)"):
         model_dims({"hidden_size": 8}, "cfg.json")
 
 

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from estimator.config_expr import ConfigExprError
 from ledger.matrix.build import weakest
 from ledger.matrix.choices import Choice, Option, resolve_choice
-from ledger.matrix.needs import Need, NeedsError, derive_needs, load_needs, quant_labels
+from ledger.matrix.needs import Need, derive_needs, load_needs, quant_labels
 from ledger.matrix.rules import load_rules
 
 TIERS = load_rules().source_tiers
@@ -138,5 +139,5 @@ def test_derived_quant_labels_follow_their_source_unless_the_spec_sets_them():
      "components.c[0].any_of[0].ops[0].query.m: unknown name 'tokns'"),
 ])
 def test_bad_any_of_entries_name_the_key(template, message):
-    with pytest.raises(NeedsError, match=re.escape(f"needs.yaml: {message}")):
+    with pytest.raises(ConfigExprError, match=re.escape(f"needs.yaml: {message}")):  # NeedsError is one
         derive_needs("X", DIMS, {}, "agg", doc_with(template))
