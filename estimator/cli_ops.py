@@ -114,11 +114,13 @@ def register_ops(est_app: typer.Typer) -> None:
         warehouse: Optional[str] = WAREHOUSE,
         as_json: bool = JSON,
     ) -> None:
-        """Static whole-model estimate: {"ttft_ms", "tpot_ms", "quants"} (TTFT = prefill, TPOT = decode / (osl - 1)).
+        """Static whole-model estimate: {"ttft_ms", "tpot_ms", "quants", "memory"} (TTFT = prefill, TPOT = decode / (osl - 1)).
 
-        "quants" gives each quant used and its source: flag, checkpoint or default."""
+        "quants" gives each quant used and its source: flag, checkpoint or default; "memory" the per-GPU GiB
+        (weights, kv, activations, runtime, total, capacity, fits, kv_budget, kv_fits; null when unsized)."""
         from estimator.assembly import Deploy, static
         from estimator.cli import _source
+        from estimator.memory import static_memory
         from perfledger.console import emit_json
 
         def compute():
@@ -128,11 +130,15 @@ def register_ops(est_app: typer.Typer) -> None:
 
         result = _priced(compute, as_json, "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1 else None)
         out = result if breakdown else {k: result[k] for k in ("ttft_ms", "tpot_ms", "quants")}
+        out["memory"] = static_memory(model, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, quants=result["quants"],
+                                      batch=batch, isl=isl, osl=osl, version=version)
         if as_json:
             emit_json(out)
         else:
             used = "  ".join(f"{q}={v['quant']}({v['source']})" for q, v in out["quants"].items())
-            typer.echo(f"ttft_ms={out['ttft_ms']:.4f}  tpot_ms={out['tpot_ms']:.4f}  {used}")
+            mem = out["memory"]
+            held = f"  memory={mem['total']:.1f}/{mem['capacity']:.1f} GiB per GPU" + ("" if mem["fits"] else " (does not fit)") if mem else ""
+            typer.echo(f"ttft_ms={out['ttft_ms']:.4f}  tpot_ms={out['tpot_ms']:.4f}  {used}{held}")
 
     @est_app.command("prefill-dsa")
     def prefill_dsa_cmd(

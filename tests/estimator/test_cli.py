@@ -88,4 +88,22 @@ def test_static_prices_kimi_k3_like_the_reference_and_a_backend_without_a_plan_e
                  for a in k3])
     assert res.exit_code == 0 and json.loads(res.stdout)["ttft_ms"] == pytest.approx(95131.41505861287, rel=1e-9)
     res = _run(*[a if a not in ("vllm", "0.24.0") else {"vllm": "trtllm", "0.24.0": "1.3.0rc20"}[a] for a in k3])
-    assert res.exit_code == 1 and "not trtllm" in res.output
+    assert res.exit_code == 1 and "no moe_perf slice" in res.output and "experts=896" in res.output  # trtllm SILICON miss
+
+
+def test_static_reports_memory_per_gpu_and_says_when_it_does_not_fit():
+    """The memory object is the parity-checked memory model at the static run's deployment and quants."""
+    from estimator.memory import static_memory
+
+    qwen = ["static", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.24.0",
+            "--tp", "2", "--batch", "8", "--isl", "1000", "--osl", "100", "--data", "aic-package"]
+    out = json.loads(_run(*qwen, "--json").stdout)
+    mem = out["memory"]
+    assert mem == static_memory("Qwen/Qwen3-32B", "h200_sxm", "vllm", tp=2, moe_tp=1, moe_ep=1, quants=out["quants"],
+                                batch=8, isl=1000, osl=100, version="0.24.0")
+    assert mem["fits"] and 0 < mem["weights"] < mem["total"] < mem["capacity"] == 141.0
+    assert "GiB per GPU" in _run(*qwen).stdout
+    k3 = ["static", "--model", "moonshotai/Kimi-K3", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.24.0",
+          "--tp", "8", "--moe-ep", "8", "--batch", "8", "--isl", "4000", "--osl", "200", "--data", "aic-package"]
+    res = _run(*k3)
+    assert res.exit_code == 0 and "(does not fit)" in res.stdout
