@@ -54,8 +54,8 @@ def test_kimi_k3_reference_point_and_gates(wheel_est):
     assert ours["ttft_ms"] == pytest.approx(4460.392378091653, rel=1e-9)
     assert ours["tpot_ms"] * 199 == pytest.approx(6662.94135752911, rel=1e-9)
     assert ours["context"]["mla_block"] == pytest.approx(106.61228697001316, rel=1e-9)
-    with pytest.raises(UnsupportedModelError, match="vllm, sglang only .*not trtllm"):
-        static(wheel_est, "moonshotai/Kimi-K3", Deploy("h200_sxm", "trtllm", "1.3.0rc20", tp=8, moe_ep=8), batch=1,
+    with pytest.raises(UnsupportedModelError, match="vllm, sglang, trtllm only .*not lmdeploy"):
+        static(wheel_est, "moonshotai/Kimi-K3", Deploy("h200_sxm", "lmdeploy", "0.9.0", tp=8, moe_ep=8), batch=1,
                isl=128, osl=4)
 
 

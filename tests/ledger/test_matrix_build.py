@@ -344,7 +344,7 @@ def test_kda_needs_pick_each_backends_kernels_from_real_rows():
                                    "kernel": "causal_conv1d_fn_qkv3", "phase": "context"}
     scan = choices_of("kimi-k3")[("kda_scan", "context")]
     assert [(o.label, o.backends) for o in scan.options] == [
-        ("flashkda_fwd", ("vllm",)), ("chunk_kda", ("sglang",)), ("chunk_kda_with_fused_gate", ("vllm",))]
+        ("flashkda_fwd", ("vllm",)), ("chunk_kda", ("sglang", "trtllm")), ("chunk_kda_with_fused_gate", ("vllm",))]
     decode = {m: choices_of("kimi-k3", m)[("kda_decode", "generation")] for m in ("agg", "disagg")}
     fused = dict(decode["agg"].options[0].needs[0].query)
     assert fused["kernel"] == "fused_kda_decode" and fused["batch"] == 64 and fused["heads"] == 12 and "seq" not in fused
@@ -363,5 +363,7 @@ def test_kda_needs_pick_each_backends_kernels_from_real_rows():
     assert win(decode["disagg"], ("h200_sxm", "sglang", "0.5.16")) == (
         "silicon", "causal_conv1d_update + fused_recurrent_kda_packed_decode")  # 96 heads: the two-kernel path
     assert win(scan, ("l40s", "vllm", "0.1.dev19262")) == ("silicon", "chunk_kda_with_fused_gate")  # no FlashKDA on SM89
-    tier, err = win(decode["agg"], ("h200_sxm", "trtllm", "1.3.0rc20"))
-    assert tier is None and err.count("not used by trtllm") == 3
+    # trtllm (no kda table, no lender): 0.12.0's chunk_kda and Triton decode pair, on the KDA roofline
+    trtllm = ("h200_sxm", "trtllm", "1.3.0rc20")
+    assert (win(scan, trtllm), win(decode["agg"], trtllm)) == (
+        ("sol", "chunk_kda"), ("sol", "causal_conv1d_update + fused_recurrent_kda_packed_decode"))

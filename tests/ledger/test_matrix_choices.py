@@ -141,3 +141,68 @@ def test_derived_quant_labels_follow_their_source_unless_the_spec_sets_them():
 def test_bad_any_of_entries_name_the_key(template, message):
     with pytest.raises(ConfigExprError, match=re.escape(f"needs.yaml: {message}")):  # NeedsError is one
         derive_needs("X", DIMS, {}, "agg", doc_with(template))
+
+
+def _mla_choices(model: str) -> dict:
+    from ledger.matrix.build import model_needs
+    from ledger.specs import find_spec
+
+    return {(n.name, n.phase): n for n in model_needs(find_spec(model), ("agg",))["agg"]
+            if isinstance(n, Choice) and n.name.startswith("mla_")}
+
+
+def test_k3_tries_the_mla_module_on_vllm_only_deepseek_v3_everywhere():
+    """needs.yaml `mla_k3`: K3's module options are pinned to vLLM (0.12.0's sglang and trtllm K3 plans are split);
+    DeepSeek-V3's `mla` keeps trying the module first on every backend (0.12.0: module, split fallback)."""
+    k3, v3 = _mla_choices("kimi-k3"), _mla_choices("deepseek-v3")
+    assert set(k3) == set(v3) == {("mla_context_attention", "context"), ("mla_generation_attention", "generation")}
+    for key in k3:
+        assert [o.backends for o in k3[key].options] == [("vllm",), ("vllm",), ("sglang", "trtllm")]
+        assert [o.backends for o in v3[key].options] == [(), ("vllm",), ("sglang", "trtllm")]
+        assert [o.label for o in k3[key].options] == [o.label for o in v3[key].options]  # same templates otherwise
+
+
+@pytest.mark.aic
+def test_k3_on_trtllm_prices_the_estimators_plan_and_fails_on_the_kda_lane():
+    """Over the wheel's trtllm tables: K3's MLA resolves to the split ops (DeepSeek-V3's to trtllm's module
+    tables), its KDA needs to chunk_kda and the decode pair on the roofline (tier sol), the 896-expert MoE to a
+    HYBRID transfer; every op need priced, the row FAILs on K3's kda collection lane (trtllm never has kda rows).
+    The imported 0.12.0 matrix FAILs h200 on the SILICON MoE miss and HYBRID_PASSes gb300."""
+    import polars as pl
+
+    from estimator.batch import estimate
+    from estimator.context import Estimator, open_source
+    from estimator.ops import registry
+    from ledger.matrix.build import Pricer, judge, model_needs
+    from ledger.matrix.reader import read_matrix
+    from ledger.specs import find_spec
+    from tests.ledger.curated import MATRIX_STATES
+
+    est = Estimator(open_source("aic-package"))
+    pricer = Pricer(lambda op, q, mode: estimate(est, op, q, mode=mode), frozenset(registry()), TIERS)
+    spec = find_spec("kimi-k3")
+    needs = model_needs(spec, ("agg",))["agg"]
+    head = read_matrix(MATRIX_STATES / "head-095f58a")
+    for system, imported in (("h200_sxm", "FAIL"), ("gb300", "HYBRID_PASS")):
+        cell = (system, "trtllm", "1.3.0rc20")
+
+        def win(choice, c=cell):
+            tier, err, option = resolve_choice(choice, c[1], lambda n: pricer.need(n, c), lambda t: weakest(t, TIERS))
+            return tier, option.label if option else err
+
+        got = {(n.name, n.phase): win(n) if isinstance(n, Choice) else pricer.any(n, cell)[0] for n in needs}
+        assert got[("mla_context_attention", "context")] == ("silicon", "q_b_proj + kv_b_proj + context_mla + o_proj")
+        assert got[("mla_generation_attention", "generation")] == (
+            "silicon", "q_b_proj + mla_bmm_pre + generation_mla + mla_bmm_post + o_proj")
+        assert got[("kda_scan", "context")] == ("sol", "chunk_kda")
+        assert got[("kda_decode", "generation")] == ("sol", "causal_conv1d_update + fused_recurrent_kda_packed_decode")
+        assert (got[("causal_conv1d_fn_qkv3", "context")], got[("moe_experts", "context")]) == ("sol", "xshape")
+        assert all(v if not isinstance(v, tuple) else v[0] for v in got.values())
+        v3 = _mla_choices("deepseek-v3")[("mla_context_attention", "context")]
+        assert win(v3)[1] == "mla_context_module"
+        status, err, _ = judge(spec, cell, needs, pricer, {})
+        assert (status, err) == ("FAIL", f"lane kda (kda_perf): no collected rows for {system}/trtllm at 1.3.0rc20 "
+                                         "[+1 more unpriced: lane mla_bmm.96fam]")
+        theirs = head.filter((pl.col("HuggingFaceID") == "moonshotai/Kimi-K3") & (pl.col("System") == system)
+                             & (pl.col("Backend") == "trtllm") & (pl.col("Version") == "1.3.0rc20"))
+        assert set(theirs["Status"]) == {imported}
