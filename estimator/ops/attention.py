@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from estimator.attention_headsize import head_ratio, reference_head_size
 from estimator.attention_side import side_latency
 from estimator.grid import evaluate, rows_grid
-from estimator.lanes import lane_slice
+from estimator.lanes import LANE, lane_slice
 from estimator.ops.base import OpModel
 from estimator.sol import context_attention_sol
 from estimator.utilgrid import build_grid as build_util_grid
@@ -44,47 +45,77 @@ def pool_picker(model, est, key):
     return pick
 
 
-def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) -> np.ndarray:
+def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) -> tuple[np.ndarray, str]:
     """EMPIRICAL over the query's pool (MHA when heads == kv_heads, else GQA): SOL(q) / util from a UtilGrid.
 
     `model._rows(est, key, mha, shared)` gives the pool's rows, `model._pool_sol(est, key, mha)` its SOL over
-    (heads, *other value columns); the util borrowed from a window-0 grid is applied to the windowed SOL.
+    (heads, *other value columns). A pool without samples borrows, in order: the reference head size at the
+    query window, then the own and reference head sizes at window 0 (attention_headsize.yaml); a borrowed head
+    size is labelled xshape and, for context attention, its util scaled by the head-size ratio. The util
+    always prices the query's own (windowed, head-size) SOL.
     Samples enter the grid sorted along `axes` (0.12.0 walks its nested table in key order, not file order):
     equidistant neighbours, common at clamped lattice corners, resolve by that order.
-    A pool without samples raises EmpiricalUnavailableError naming the slice.
+    A pool without any of these raises EmpiricalUnavailableError naming the slice. Queries of one pool only
+    (the models' `evaluate` splits by pool), so one label answers them all.
     """
     from estimator.errors import EmpiricalUnavailableError, NoDataError
 
-    def build(mha, k):
+    def build(mha, k, lane=None):
         try:
-            rows = model._rows(est, k, mha, shared).sort(list(axes), maintain_order=True)
+            rows = model._rows(est, k, mha, shared, lane).sort(list(axes), maintain_order=True)
         except NoDataError:
             return None
         coords = rows.select(axes).to_numpy().astype(np.float64)
         return build_util_grid(coords, model._pool_sol(est, k, mha)(*coords.T) / rows["latency"].to_numpy())
 
     def grid_for(mha):
-        """The pool's own grid; a windowed pool without samples borrows the full-attention (window 0) one."""
-        for k in (key, {**key, "window": 0}) if int(key["window"]) else (key,):
-            grid = est.memo(("attn_util", model.name, mha, shared, *(k[c] for c in model.group_keys)), lambda: build(mha, k))
-            if grid is not None:
-                return grid
+        """(grid, util scale, label) of the first pool with samples along the borrow order, else None."""
+        own = int(key["head_dim"])
+
+        def candidates(window):  # lazy: the reference size is resolved only when the own size has no samples
+            yield own, None
+            ref = est.memo(("attn_ref", model.name, mha, shared, window, *(key[c] for c in model.group_keys)),
+                           lambda: reference_head_size(model, est, key, mha, shared, window))
+            if ref is not None and ref[0] != own:
+                yield ref
+
+        for window in (int(key["window"]), 0) if int(key["window"]) else (0,):
+            for size, lane in candidates(window):
+                k = {**key, "window": window, "head_dim": size}
+                grid = est.memo(("attn_util", model.name, mha, shared, lane, *(k[c] for c in model.group_keys)),
+                                lambda k=k, lane=lane: build(mha, k, lane))
+                if grid is not None:
+                    scale = 1.0 if size == own else model.head_scale(key, own, size)
+                    return grid, scale, "empirical" if size == own else "xshape"
         return None
 
     heads = np.asarray(q["heads"])
-    mha = heads.astype(np.int64) == int(key["kv_heads"])
+    pools = set((heads.astype(np.int64) == int(key["kv_heads"])).tolist())
+    if len(pools) != 1:
+        raise ValueError(f"{model.name}: pooled_empirical needs queries of one pool (MHA or GQA), got both")
+    mha = pools.pop()
+    found = grid_for(mha)
+    if found is None:
+        where = "/".join(str(key[c]) for c in model.group_keys)
+        raise EmpiricalUnavailableError(f"{model.name}: no {'MHA' if mha else 'GQA'} samples for {where} "
+                                        "(own or borrowed head size, own window or window 0)")
+    grid, scale, label = found
     coords = np.column_stack([np.asarray(q[c], dtype=np.float64) for c in model.value_columns])
-    out = np.empty(q.height)
-    for pool in (False, True):
-        rows = np.flatnonzero(mha == pool)
-        if not len(rows):
-            continue
-        grid = grid_for(pool)
-        if grid is None:
-            where = "/".join(str(key[c]) for c in model.group_keys)
-            raise EmpiricalUnavailableError(f"{model.name}: no {'MHA' if pool else 'GQA'} samples for {where}")
-        out[rows] = model._pool_sol(est, key, pool)(*coords[rows].T) / query_util(grid, coords[rows])
-    return out
+    return model._pool_sol(est, key, mha)(*coords.T) / (query_util(grid, coords) * scale), label
+
+
+def evaluate_by_pool(model, est, key, q, mode, evaluate):
+    """Run `evaluate(key, q, mode)` per pool (MHA rows, GQA rows) and merge: each pool borrows on its own."""
+    from estimator.ops.base import Answer
+
+    mha = np.asarray(q["heads"]).astype(np.int64) == int(key["kv_heads"])
+    if mha.all() or not mha.any():
+        return evaluate(key, q, mode)
+    latency, sol, source = np.empty(q.height), np.empty(q.height), np.empty(q.height, dtype=np.int8)
+    for rows in (np.flatnonzero(mha), np.flatnonzero(~mha)):
+        part = evaluate(key, q.take(rows), mode)
+        latency[rows], sol[rows], source[rows] = part.latency, part.sol, part.source
+    return Answer(latency, sol, source)
 
 
 class ContextAttentionModel(OpModel):
@@ -92,6 +123,16 @@ class ContextAttentionModel(OpModel):
     group_keys = ("system", "backend", "version", "fmha_quant", "kv_quant", "head_dim", "window", "kv_heads", "qk_norm")
     value_columns = ("heads", "isl", "batch")
     defaults = {"qk_norm": False}
+    table, lane_columns = TABLE, LANE_COLUMNS
+
+    @staticmethod
+    def quant_filters(key) -> dict:
+        return {"attn_dtype": key["fmha_quant"], "kv_cache_dtype": key["kv_quant"]}
+
+    @staticmethod
+    def head_scale(key, own: int, ref: int) -> float:
+        """Borrowed util × ratio(own) / ratio(ref): the backend's prefill head-size ratio table."""
+        return head_ratio(key["backend"], own) / head_ratio(key["backend"], ref)
 
     def _sol_fn(self, est, key):
         spec = est.spec(key["system"])
@@ -119,14 +160,16 @@ class ContextAttentionModel(OpModel):
         base = self._sol_fn(est, key)
         return (lambda h, s, b: base(h, s, b, h)) if mha else base
 
-    def _rows(self, est, key, mha: bool, shared: bool = True) -> pl.DataFrame:
+    def _rows(self, est, key, mha: bool, shared: bool = True, lane: str | None = None) -> pl.DataFrame:
+        """The pool's rows from the first lane holding them (or from `lane`)."""
         filters = {"attn_dtype": key["fmha_quant"], "kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]),
                    "window_size": int(key["window"])}
         same = pl.col("num_heads") == pl.col("num_key_value_heads")
         if not mha:
             filters["num_key_value_heads"] = int(key["kv_heads"])
-        return lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters, where=same if mha else ~same,
-                          lane_columns=(*LANE_COLUMNS,), shared=shared)
+        where = same if mha else ~same
+        return lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters,
+                          where=where if lane is None else where & (pl.col(LANE) == lane), lane_columns=LANE_COLUMNS, shared=shared)
 
     def _grid(self, est, key, mha: bool = False):
         """GQA pool: the kv-heads slice without its heads == kv rows; MHA pool: every heads == kv row.
@@ -155,14 +198,13 @@ class ContextAttentionModel(OpModel):
         return out + self._side(est, key, q, False), np.isnan(out)
 
     def empirical(self, est, key, q, shared: bool = False):
-        """SOL / util per pool, util from a UtilGrid over that pool's samples [heads, isl, batch]; side ops added."""
-        return pooled_empirical(self, est, key, q, shared, AXES) + self._side(est, key, q, False), "empirical"
+        """SOL / util of the pool's UtilGrid over [heads, isl, batch] (borrowing as pooled_empirical says); side ops added."""
+        latency, label = pooled_empirical(self, est, key, q, shared, AXES)
+        return latency + self._side(est, key, q, False), label
 
     def evaluate(self, est, key, q, mode):
-        """0.12.0 charges the q/k norm side ops in SILICON only: a HYBRID or EMPIRICAL qk_norm query (its SILICON
-        rows included) costs the same as without them (measured: exactly those four ops' cost apart)."""
-        if mode not in ("hybrid", "empirical") or not key["qk_norm"]:
+        """HYBRID / EMPIRICAL run per pool (MHA, GQA): each borrows, and is labelled, on its own. The q/k norm side
+        ops are charged in every mode (0.12.0 does; its SOL holds their SOL terms too)."""
+        if mode not in ("hybrid", "empirical"):
             return super().evaluate(est, key, q, mode)
-        answer = super().evaluate(est, {**key, "qk_norm": False}, q, mode)
-        answer.sol = self.sol(est, key, q)
-        return answer
+        return evaluate_by_pool(self, est, key, q, mode, lambda k, part, m: OpModel.evaluate(self, est, k, part, m))

@@ -11,8 +11,13 @@ import numpy as np
 import polars as pl
 
 from estimator.grid import evaluate, rows_grid
-from estimator.lanes import lane_slice
-from estimator.ops.attention import KV_BYTES, pool_picker, pooled_empirical
+from estimator.lanes import LANE, lane_slice
+from estimator.ops.attention import (
+    KV_BYTES,
+    evaluate_by_pool,
+    pool_picker,
+    pooled_empirical,
+)
 from estimator.ops.base import OpModel
 from estimator.sol import generation_attention_sol
 
@@ -33,6 +38,16 @@ class GenerationAttentionModel(OpModel):
     name = "generation_attention"
     group_keys = ("system", "backend", "version", "kv_quant", "head_dim", "window", "kv_heads")
     value_columns = ("heads", "batch", "seq")
+    table, lane_columns = TABLE, LANE_COLUMNS
+
+    @staticmethod
+    def quant_filters(key) -> dict:
+        return {"kv_cache_dtype": key["kv_quant"]}
+
+    @staticmethod
+    def head_scale(key, own: int, ref: int) -> float:
+        """0.12.0 borrows another head size's decode util unscaled (the ratio table is prefill-only)."""
+        return 1.0
 
     def _sol_fn(self, est, key):
         spec = est.spec(key["system"])
@@ -53,14 +68,15 @@ class GenerationAttentionModel(OpModel):
         base = self._sol_fn(est, key)
         return (lambda h, b, s: base(h, b, s, h)) if mha else base
 
-    def _rows(self, est, key, mha: bool, shared: bool = True) -> pl.DataFrame:
-        """The pool's rows with seq = step + 1, latencies raised to their SOL (the reference's load clamp)."""
+    def _rows(self, est, key, mha: bool, shared: bool = True, lane: str | None = None) -> pl.DataFrame:
+        """The pool's rows (first lane holding them, or `lane`) with seq = step + 1, latencies raised to their SOL (the reference's load clamp)."""
         filters = {"kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]), "window_size": int(key["window"])}
         same = pl.col("num_heads") == pl.col("num_key_value_heads")
         if not mha:
             filters["num_key_value_heads"] = int(key["kv_heads"])
-        rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters, where=same if mha else ~same,
-                          lane_columns=LANE_COLUMNS, shared=shared)
+        where = same if mha else ~same
+        rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters,
+                          where=where if lane is None else where & (pl.col(LANE) == lane), lane_columns=LANE_COLUMNS, shared=shared)
         rows = rows.with_columns((pl.col("step") + 1).alias("seq"))
         floor = self._pool_sol(est, key, mha)(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["seq"].to_numpy())
         return rows.with_columns(pl.Series("latency", np.maximum(rows["latency"].to_numpy(), floor)))  # SOL clamp
@@ -84,5 +100,11 @@ class GenerationAttentionModel(OpModel):
         return out, np.isnan(out)
 
     def empirical(self, est, key, q, shared: bool = False):
-        """SOL / util per pool, util from a UtilGrid over that pool's samples [heads, batch, seq]."""
-        return pooled_empirical(self, est, key, q, shared, AXES), "empirical"
+        """SOL / util of the pool's UtilGrid over [heads, batch, seq], borrowing as pooled_empirical says."""
+        return pooled_empirical(self, est, key, q, shared, AXES)
+
+    def evaluate(self, est, key, q, mode):
+        """HYBRID / EMPIRICAL run per pool (MHA, GQA): each borrows, and is labelled, on its own."""
+        if mode not in ("hybrid", "empirical"):
+            return super().evaluate(est, key, q, mode)
+        return evaluate_by_pool(self, est, key, q, mode, lambda k, part, m: super(GenerationAttentionModel, self).evaluate(est, k, part, m))

@@ -48,7 +48,7 @@ def _ref_generation(oracle, row: dict, mode: str):
 def _ref_context(oracle, row: dict, mode: str):
     return oracle.context_attention(row["system"], row["backend"], row["version"], row["fmha_quant"], row["kv_quant"],
                                     row["head_dim"], row["window"], row["kv_heads"], row["heads"], row["isl"], row["batch"],
-                                    mode=mode.upper())
+                                    qk_norm=row.get("qk_norm", False), mode=mode.upper())
 
 
 def _queries(est, system, backend, version, op: str, rng, count: int):
@@ -115,10 +115,10 @@ def test_equidistant_util_samples_resolve_in_sorted_coordinate_order():
     from estimator.ops.attention import pooled_empirical
 
     class Pool:  # one MHA pool: samples (1, 512, 128) and (1, 2048, 32) tie for second nearest to the clamped corner
-        value_columns, group_keys = ("heads", "isl", "batch"), ("window",)
+        value_columns, group_keys = ("heads", "isl", "batch"), ("window", "head_dim")
         name = "toy"
 
-        def _rows(self, est, key, mha, shared):
+        def _rows(self, est, key, mha, shared, lane=None):
             return pl.DataFrame({"num_heads": [1, 1, 1, 1, 1], "isl": [2048, 1024, 512, 1, 16384],
                                  "batch_size": [32, 64, 128, 1, 1], "latency": [4.0, 2.0, 1.0, 1.0, 1.0]})
 
@@ -130,7 +130,9 @@ def test_equidistant_util_samples_resolve_in_sorted_coordinate_order():
             return build()
 
     q = pl.DataFrame({"heads": [1], "isl": [16384], "batch": [128]})
-    out = pooled_empirical(Pool(), Memo(), {"window": 0, "kv_heads": 1}, q, False, ("num_heads", "isl", "batch_size"))
+    out, label = pooled_empirical(Pool(), Memo(), {"window": 0, "kv_heads": 1, "head_dim": 128}, q, False,
+                                  ("num_heads", "isl", "batch_size"))
+    assert label == "empirical"
     d1, d2 = np.hypot(1 / 7, 4 / 14), 5 / 14  # (1024, 64) nearest; (512, 128) wins the tie with (2048, 32)
     assert out[0] == pytest.approx((1 / d1 + 1 / d2) / (1 / d1 * 0.5 + 1 / d2 * 1.0), rel=1e-12)
 
