@@ -125,6 +125,20 @@ def _ops(m: dict, d: Deploy, tokens: int, context: bool, batch: int, seq: int) -
     return ops
 
 
+def check_moe_alignment(m: dict, d: Deploy, config: Path) -> None:
+    """A block-quantized MoE whose per-GPU intermediate size splits a weight block is no valid deployment
+    (models.yaml `moe_block_alignment`; 0.12.0 rejects it too), so it is refused instead of priced."""
+    rule = m.get("moe_block_alignment")
+    if not rule or d.moe_quant != rule["quant"]:
+        return
+    qcfg = json.loads(config.read_text()).get("quantization_config") or {}
+    block = int((qcfg.get("weight_block_size") or [rule["default_block"]])[0])
+    if (m["moe_inter"] // d.moe_tp) % block:
+        raise UnsupportedModelError(f"{config}: moe_intermediate_size {m['moe_inter']} / moe_tp {d.moe_tp} = "
+                                    f"{m['moe_inter'] // d.moe_tp} is not a multiple of the {d.moe_quant} weight block "
+                                    f"{block} (quantization_config.weight_block_size); use a smaller moe_tp or moe_ep")
+
+
 def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
     """Latency (ms, × scale) per op name."""
     out = {}
@@ -149,6 +163,7 @@ def static(est, model: str, d: Deploy, *, batch: int, isl: int, osl: int, mode: 
     if m.get("backends") and d.backend not in m["backends"]:
         raise UnsupportedModelError(f"{model}: the {m['kind']} layer plan is assembled for backends "
                                     f"{', '.join(m['backends'])} only ({MODELS_YAML.name} `backends`), not {d.backend}")
+    check_moe_alignment(m, d, model_config_path(model))
     spec = est.spec(d.system)
     context = price(est, _ops(m, d, batch * isl, True, batch, isl), spec, mode)
     generation: dict[str, float] = {}
