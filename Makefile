@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
+	mkdir -p $(PREFECT_HOME)
 	$(VENV)/bin/perfledger run
 
 test: $(STAMP)
