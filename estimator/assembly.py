@@ -100,10 +100,11 @@ def _ops(m: dict, d: Deploy, tokens: int, context: bool, batch: int, seq: int) -
     if context:
         ops.append(("attention", "attention", {**base, "fmha_quant": d.fmha_quant, "kv_quant": d.kv_quant, "head_dim": m["head_dim"],
                                                "window": 0, "kv_heads": kv_heads, "heads": heads, "isl": seq, "batch": batch,
-                                               "qk_norm": bool(m.get("qk_norm", False))}, L))
+                                               "qk_norm": bool(m.get("qk_norm", False)), "lane_defaults": True}, L))
     else:
         ops.append(("attention", "generation_attention", {**base, "kv_quant": d.kv_quant, "head_dim": m["head_dim"], "window": 0,
-                                                          "kv_heads": kv_heads, "heads": heads, "batch": batch, "seq": seq}, L))
+                                                          "kv_heads": kv_heads, "heads": heads, "batch": batch, "seq": seq,
+                                                          "lane_defaults": True}, L))
     ops += [("proj_gemm", "gemm", gemm(tokens, h, heads * m["head_dim"], lp=True), L),
             ("add_norm_2", "mem", {"bytes": elementwise_bytes(2 * h, 2 * h, tokens)}, L)]
     ar = {**base, "tp": tp, "elements": tokens * h}

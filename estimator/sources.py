@@ -71,11 +71,13 @@ class PerfSource(ABC):
         for rank, ver in enumerate(order):
             df = self.read(system, backend, ver, table)
             if df.height:
+                df = complete_columns(df, table, f"{system}/{backend}/{ver}")
                 frames.append(df.with_columns(pl.lit(rank).alias("_source_rank"), pl.lit(ver).alias("_source_version")))
         if shared and info.get("shared_layer", True):
             from estimator.cross_backend import lent_frames
 
-            frames += lent_frames(self, system, backend, table, family)
+            frames += [complete_columns(df, table, f"{system}/{backend}/{version} (lent rows)")
+                       for df in lent_frames(self, system, backend, table, family)]
         if not frames:
             raise NoDataError(
                 f"no {table} rows for {system}/{backend}/{version} in {self.describe()} (looked in {', '.join(order)}"
@@ -83,6 +85,22 @@ class PerfSource(ABC):
             )
         merged = pl.concat(frames, how="diagonal_relaxed")
         return first_wins(merged, table) if dedupe else merged
+
+
+def complete_columns(df, table: str, where: str):
+    """Apply the table's declared `column_defaults` (tables.yaml) where a file lacks the column, or a warehouse row
+    holds null for it (the curated table unions files with and without it); a key column still missing is a
+    typed error naming table, slice and column (older collections predate e.g. window_size)."""
+    import polars as pl
+
+    info = table_info(table)
+    defaults = info.get("column_defaults") or {}
+    df = df.with_columns(pl.col(c).fill_null(v) if c in df.columns else pl.lit(v).alias(c) for c, v in defaults.items())
+    missing = [c for c in info["keys"] if c not in df.columns]
+    if missing:
+        raise NoDataError(f"{table} rows for {where} lack key column(s) {', '.join(missing)} "
+                          f"(no column_defaults for them in {TABLES_YAML.name})")
+    return df
 
 
 def first_wins(df, table: str):

@@ -120,9 +120,10 @@ def evaluate_by_pool(model, est, key, q, mode, evaluate):
 
 class ContextAttentionModel(OpModel):
     name = "attention"
-    group_keys = ("system", "backend", "version", "fmha_quant", "kv_quant", "head_dim", "window", "kv_heads", "qk_norm")
+    group_keys = ("system", "backend", "version", "fmha_quant", "kv_quant", "head_dim", "window", "kv_heads", "qk_norm",
+                  "lane_defaults")
     value_columns = ("heads", "isl", "batch")
-    defaults = {"qk_norm": False}
+    defaults = {"qk_norm": False, "lane_defaults": False}  # lane_defaults: static engines pin the framework lane
     table, lane_columns = TABLE, LANE_COLUMNS
 
     @staticmethod
@@ -169,7 +170,8 @@ class ContextAttentionModel(OpModel):
             filters["num_key_value_heads"] = int(key["kv_heads"])
         where = same if mha else ~same
         return lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters,
-                          where=where if lane is None else where & (pl.col(LANE) == lane), lane_columns=LANE_COLUMNS, shared=shared)
+                          where=where if lane is None else where & (pl.col(LANE) == lane), lane_columns=LANE_COLUMNS, shared=shared,
+                          pinned=bool(key.get("lane_defaults", False)))
 
     def _grid(self, est, key, mha: bool = False):
         """GQA pool: the kv-heads slice without its heads == kv rows; MHA pool: every heads == kv row.

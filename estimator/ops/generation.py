@@ -36,8 +36,9 @@ def kv_samples(seq: int) -> np.ndarray:
 
 class GenerationAttentionModel(OpModel):
     name = "generation_attention"
-    group_keys = ("system", "backend", "version", "kv_quant", "head_dim", "window", "kv_heads")
+    group_keys = ("system", "backend", "version", "kv_quant", "head_dim", "window", "kv_heads", "lane_defaults")
     value_columns = ("heads", "batch", "seq")
+    defaults = {"lane_defaults": False}  # static engines pin the framework lane (estimator/lanes.py)
     table, lane_columns = TABLE, LANE_COLUMNS
 
     @staticmethod
@@ -76,7 +77,8 @@ class GenerationAttentionModel(OpModel):
             filters["num_key_value_heads"] = int(key["kv_heads"])
         where = same if mha else ~same
         rows = lane_slice(est, key["system"], key["backend"], key["version"], TABLE, filters,
-                          where=where if lane is None else where & (pl.col(LANE) == lane), lane_columns=LANE_COLUMNS, shared=shared)
+                          where=where if lane is None else where & (pl.col(LANE) == lane), lane_columns=LANE_COLUMNS, shared=shared,
+                          pinned=bool(key.get("lane_defaults", False)))
         rows = rows.with_columns((pl.col("step") + 1).alias("seq"))
         floor = self._pool_sol(est, key, mha)(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["seq"].to_numpy())
         return rows.with_columns(pl.Series("latency", np.maximum(rows["latency"].to_numpy(), floor)))  # SOL clamp

@@ -63,7 +63,7 @@ def in_data(est, key: dict, heads: int, isl: int, batch: int) -> bool:
     from estimator.ops.attention import ContextAttentionModel
 
     try:
-        grid = ContextAttentionModel()._grid(est, {**key, "qk_norm": False}, heads == key["kv_heads"])
+        grid = ContextAttentionModel()._grid(est, {**key, "qk_norm": False, "lane_defaults": False}, heads == key["kv_heads"])
     except NoDataError:
         return False
     return interpolate(grid, {"num_heads": heads, "isl": isl, "batch_size": batch}) is not None
@@ -118,7 +118,7 @@ def gen_in_data(est, key: dict, heads: int, batch: int, seq: int) -> bool:
     from estimator.ops.generation import GenerationAttentionModel, kv_samples
 
     try:
-        grid = GenerationAttentionModel()._grid(est, key, heads == key["kv_heads"])
+        grid = GenerationAttentionModel()._grid(est, {**key, "lane_defaults": False}, heads == key["kv_heads"])
     except NoDataError:
         return False
     return all(interpolate(grid, {"num_heads": heads, "batch_size": batch, "seq": int(kv) + 1}) is not None
