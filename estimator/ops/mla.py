@@ -47,13 +47,23 @@ def _flops(est, system: str, quant: str) -> float:
 class _GridModel(OpModel):
     """Shared silicon loop: one Grid per slice, evaluated query by query (misses are NaN)."""
 
-    axes: tuple[str, ...] = ()
+    axes: tuple[str, ...] = ()  # the table's Grid axes, one per value column, in the same order
+    sqrt_axes: tuple[str, ...] = ()
+
+    def _sol(self, est, key):
+        """The slice's roofline as a function of the value columns (in `value_columns` order)."""
+        raise NotImplementedError
+
+    def sol(self, est, key, q):
+        return self._sol(est, key)(*(q[c] for c in self.value_columns))
 
     def _grid(self, est, key):
-        raise NotImplementedError
+        sol = self._sol(est, key)
+        return rows_grid(self._rows(est, key), self.axes, lambda c: float(sol(*(c[a] for a in self.axes))),
+                         sqrt_axes=self.sqrt_axes)
 
     def _coords(self, q, i) -> dict:
-        raise NotImplementedError
+        return {a: int(q[c][i]) for a, c in zip(self.axes, self.value_columns)}
 
     def _rows(self, est, key, shared: bool) -> pl.DataFrame:
         """The slice's rows (own version only unless shared), in file order."""
@@ -91,58 +101,34 @@ class ContextMlaModel(_GridModel):
     name = "context_mla"
     group_keys = ("system", "backend", "version", "fmha_quant", "kv_quant")
     value_columns = ("heads", "isl", "batch")
+    axes = ("num_heads", "isl", "batch_size")
+    sqrt_axes = ("isl",)
 
     def _sol(self, est, key):
         spec, kv = est.spec(key["system"]), _bytes("kv_bytes", key["kv_quant"])
         flops = _flops(est, key["system"], key["fmha_quant"])
         return lambda h, s, b: context_mla_sol(b, s, h, kv, dims(), flops, spec.mem_bw)[0]
 
-    def sol(self, est, key, q):
-        return self._sol(est, key)(q["heads"], q["isl"], q["batch"])
-
-    axes = ("num_heads", "isl", "batch_size")
-
     def _rows(self, est, key, shared=True):
         return table_slice(est, key["system"], key["backend"], key["version"], "context_mla_perf",
                            {"mla_dtype": key["fmha_quant"], "kv_cache_dtype": key["kv_quant"]}, shared=shared)
-
-    def _grid(self, est, key):
-        rows = self._rows(est, key)
-        sol = self._sol(est, key)
-        return rows_grid(rows, ("num_heads", "isl", "batch_size"),
-                         lambda c: float(sol(c["num_heads"], c["isl"], c["batch_size"])), sqrt_axes=("isl",))
-
-    def _coords(self, q, i):
-        return {"num_heads": int(q["heads"][i]), "isl": int(q["isl"][i]), "batch_size": int(q["batch"][i])}
 
 
 class GenerationMlaModel(_GridModel):
     name = "generation_mla"
     group_keys = ("system", "backend", "version", "kv_quant")
     value_columns = ("heads", "batch", "seq")
+    axes = ("num_heads", "batch_size", "seq")
 
     def _sol(self, est, key):
         spec, kv = est.spec(key["system"]), _bytes("kv_bytes", key["kv_quant"])
         flops = _flops(est, key["system"], key["kv_quant"])
         return lambda h, b, s: generation_mla_sol(b, s, h, kv, dims(), flops, spec.mem_bw)[0]
 
-    def sol(self, est, key, q):
-        return self._sol(est, key)(q["heads"], q["batch"], q["seq"])
-
-    axes = ("num_heads", "batch_size", "seq")
-
     def _rows(self, est, key, shared=True):
         rows = table_slice(est, key["system"], key["backend"], key["version"], "generation_mla_perf",
                            {"kv_cache_dtype": key["kv_quant"]}, shared=shared)
         return rows.with_columns((pl.col("step") + 1).alias("seq"))
-
-    def _grid(self, est, key):
-        rows = self._rows(est, key)
-        sol = self._sol(est, key)
-        return rows_grid(rows, ("num_heads", "batch_size", "seq"), lambda c: float(sol(c["num_heads"], c["batch_size"], c["seq"])))
-
-    def _coords(self, q, i):
-        return {"num_heads": int(q["heads"][i]), "batch_size": int(q["batch"][i]), "seq": int(q["seq"][i])}
 
 
 class MlaBmmModel(_GridModel):
@@ -154,9 +140,6 @@ class MlaBmmModel(_GridModel):
         spec, mem = est.spec(key["system"]), _bytes("bmm_bytes", key["quant"])
         flops = _flops(est, key["system"], key["quant"])
         return lambda h, t: mla_bmm_sol(t, h, mem, dims(), flops, spec.mem_bw)[0]
-
-    def sol(self, est, key, q):
-        return self._sol(est, key)(q["heads"], q["tokens"])
 
     def _bmm_rows(self, est, key, shared: bool = True) -> tuple[str, pl.DataFrame]:
         """(quant read, rows) for this phase; a quant without rows of its own may read its mla.yaml fallback."""
