@@ -86,14 +86,8 @@ def test_context_attention_matches_reference(wheel_est, oracle, system, backend,
     GQA shapes only (heads a multiple of kv_heads); out-of-data queries: test_attention_transfer.py.
     """
     rng = np.random.default_rng(zlib.crc32(f"{system}/{backend}".encode()))
-    table = wheel_est.table(system, backend, version, "context_attention_perf", shared=True)
-    slices = table.select(SLICE_KEYS).unique().sort(SLICE_KEYS)
     worst, inside = 0.0, 0
-    for j in rng.choice(slices.height, min(12, slices.height), replace=False):
-        r = slices.row(int(j), named=True)
-        key = dict(system=system, backend=backend, version=version, fmha_quant=r["attn_dtype"], kv_quant=r["kv_cache_dtype"],
-                   head_dim=r["head_dim"], window=r["window_size"], kv_heads=r["num_key_value_heads"])
-        seen = table.filter(**{k: r[k] for k in SLICE_KEYS})["num_heads"].unique().to_list()
+    for key, seen in sampled_slices(wheel_est, system, backend, version, "attention", rng, 12):
         for _ in range(10):
             heads = int(rng.choice(seen)) if rng.random() < 0.6 else int(key["kv_heads"] * rng.integers(1, 9))
             isl = int(rng.choice([1, 16, 1024, 3000, 16384])) if rng.random() < 0.4 else int(rng.integers(2, 16384))
@@ -128,20 +122,30 @@ def gen_in_data(est, key: dict, heads: int, batch: int, seq: int) -> bool:
 GEN_KEYS = ["kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads"]
 
 
+def sampled_slices(est, system, backend, version, op: str, rng, count: int, kv_quants=None):
+    """Up to `count` random slices of the op's attention table: (query key, the slice's collected head counts)."""
+    table_name, keys = ("context_attention_perf", SLICE_KEYS) if op == "attention" else ("generation_attention_perf", GEN_KEYS)
+    table = est.table(system, backend, version, table_name, shared=True)
+    slices = table.select(keys).unique().sort(keys)
+    if kv_quants is not None:
+        slices = slices.filter(pl.col("kv_cache_dtype").is_in(list(kv_quants)))
+    for j in rng.choice(slices.height, min(count, slices.height), replace=False):
+        r = slices.row(int(j), named=True)
+        key = dict(system=system, backend=backend, version=version, kv_quant=r["kv_cache_dtype"], head_dim=r["head_dim"],
+                   window=r["window_size"], kv_heads=r["num_key_value_heads"])
+        if op == "attention":
+            key["fmha_quant"] = r["attn_dtype"]
+        yield key, table.filter(**{k: r[k] for k in keys})["num_heads"].unique().to_list()
+
+
 @pytest.mark.aic
 @pytest.mark.parametrize("system,backend,version", ATTN_SLICES)
 def test_generation_attention_matches_reference(wheel_est, oracle, system, backend, version):
     """The 5-sample kv rule over in-data Grid answers (exact and interpolated heads/batch/seq), within 1e-6."""
     rng = np.random.default_rng(zlib.crc32(f"gen/{system}/{backend}".encode()))
-    table = wheel_est.table(system, backend, version, "generation_attention_perf", shared=True)
-    slices = table.select(GEN_KEYS).unique().sort(GEN_KEYS)
-    slices = slices.filter(pl.col("kv_cache_dtype").is_in(list(oracle.common.KVCacheQuantMode.__members__)))
     worst, inside = 0.0, 0
-    for j in rng.choice(slices.height, min(10, slices.height), replace=False):
-        r = slices.row(int(j), named=True)
-        key = dict(system=system, backend=backend, version=version, kv_quant=r["kv_cache_dtype"], head_dim=r["head_dim"],
-                   window=r["window_size"], kv_heads=r["num_key_value_heads"])
-        seen = table.filter(**{k: r[k] for k in GEN_KEYS})["num_heads"].unique().to_list()
+    for key, seen in sampled_slices(wheel_est, system, backend, version, "generation_attention", rng, 10,
+                                    kv_quants=oracle.common.KVCacheQuantMode.__members__):
         for _ in range(10):
             heads = int(rng.choice(seen)) if rng.random() < 0.6 else int(key["kv_heads"] * rng.integers(1, 9))
             batch, seq = int(rng.choice([1, 3, 8, 64, 200])), int(np.exp(rng.uniform(np.log(3), np.log(60000))))

@@ -12,21 +12,15 @@ import zlib
 import numpy as np
 import pytest
 
-from tests.estimator.test_attention import ATTN_SLICES, SLICE_KEYS, _ours, in_data
+from tests.estimator.test_attention import ATTN_SLICES, _ours, in_data, sampled_slices
 
 
 @pytest.mark.aic
 @pytest.mark.parametrize("system,backend,version", ATTN_SLICES)
 def test_out_of_data_context_attention_matches_reference(wheel_est, oracle, system, backend, version):
     rng = np.random.default_rng(zlib.crc32(f"transfer/{system}/{backend}".encode()))
-    table = wheel_est.table(system, backend, version, "context_attention_perf", shared=True)
-    slices = table.select(SLICE_KEYS).unique().sort(SLICE_KEYS)
     worst, answered, missed = 0.0, 0, 0
-    for j in rng.choice(slices.height, min(10, slices.height), replace=False):
-        r = slices.row(int(j), named=True)
-        key = dict(system=system, backend=backend, version=version, fmha_quant=r["attn_dtype"], kv_quant=r["kv_cache_dtype"],
-                   head_dim=r["head_dim"], window=r["window_size"], kv_heads=r["num_key_value_heads"])
-        seen = table.filter(**{k: r[k] for k in SLICE_KEYS})["num_heads"].unique().to_list()
+    for key, seen in sampled_slices(wheel_est, system, backend, version, "attention", rng, 10):
         for _ in range(25):
             heads = int(rng.choice(seen)) if rng.random() < 0.5 else int(key["kv_heads"] * rng.integers(1, 9))
             isl = int(rng.choice([1, 16, 3000, 16384, 32768])) if rng.random() < 0.3 else int(rng.integers(2, 40000))
@@ -53,18 +47,12 @@ def test_out_of_data_generation_attention_matches_reference(wheel_est, oracle, s
 
     from estimator.batch import estimate
     from estimator.errors import EstimatorError
-    from tests.estimator.test_attention import GEN_KEYS, gen_in_data
+    from tests.estimator.test_attention import gen_in_data
 
     rng = np.random.default_rng(zlib.crc32(f"gen-transfer/{system}/{backend}".encode()))
-    table = wheel_est.table(system, backend, version, "generation_attention_perf", shared=True)
-    slices = table.select(GEN_KEYS).unique().sort(GEN_KEYS)
-    slices = slices.filter(pl.col("kv_cache_dtype").is_in(list(oracle.common.KVCacheQuantMode.__members__)))
     worst, answered = 0.0, 0
-    for j in rng.choice(slices.height, min(10, slices.height), replace=False):
-        r = slices.row(int(j), named=True)
-        key = dict(system=system, backend=backend, version=version, kv_quant=r["kv_cache_dtype"], head_dim=r["head_dim"],
-                   window=r["window_size"], kv_heads=r["num_key_value_heads"])
-        seen = table.filter(**{k: r[k] for k in GEN_KEYS})["num_heads"].unique().to_list()
+    for key, seen in sampled_slices(wheel_est, system, backend, version, "generation_attention", rng, 10,
+                                    kv_quants=oracle.common.KVCacheQuantMode.__members__):
         for _ in range(20):
             heads = int(rng.choice(seen)) if rng.random() < 0.5 else int(key["kv_heads"] * rng.integers(1, 9))
             batch = int(rng.choice([1, 3, 8, 64, 200, 1024]))
