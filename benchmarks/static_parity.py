@@ -17,12 +17,10 @@ import json
 import math
 import os
 import random
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("AIC_ALLOW_UNLISTED_VERSIONS", "1")
 
 REL = 1e-6
@@ -38,7 +36,7 @@ def wheel_dir() -> Path:
 
 def models() -> list[tuple[str, str]]:
     """(Org/Model, family) for every wheel model config whose architecture models.yaml prices."""
-    from estimator.assembly import _catalog
+    from perfledger.estimator.assembly import _catalog
 
     arches = _catalog()["architectures"]
     out = []
@@ -76,8 +74,8 @@ def draw(rng: random.Random, model_list, targets) -> dict:
 
 def ours(est, d: dict):
     """(result dict or None, miss text)."""
-    from estimator.assembly import Deploy, static
-    from estimator.errors import EstimatorError
+    from perfledger.estimator.assembly import Deploy, static
+    from perfledger.estimator.errors import EstimatorError
 
     dep = Deploy(d["system"], d["backend"], d["version"], tp=d["tp"], moe_tp=d["moe_tp"], moe_ep=d["moe_ep"])
     try:
@@ -191,7 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", default="", help="restrict to models whose name contains this")
     args = ap.parse_args(argv)
-    from estimator.context import Estimator, open_source
+    from perfledger.estimator.context import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
     rng = random.Random(args.seed)

@@ -103,7 +103,7 @@ def parse_grid(doc: Any, name: str, source: str) -> CaseGrid:
 def load_grid(name: str, path: Path | None = None) -> CaseGrid:
     """Load `collector/cases/<name>.yaml` (or an explicit file)."""
     if path is None:
-        text = resources.files("collector").joinpath("cases", f"{name}.yaml").read_text()
+        text = resources.files("perfledger.collector").joinpath("cases", f"{name}.yaml").read_text()
         source = f"collector/cases/{name}.yaml"
     else:
         text, source = Path(path).read_text(), str(path)

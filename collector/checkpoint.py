@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from collector.failures import atomic_write_text
+from perfledger.collector.failures import atomic_write_text
 
 SCHEMA = "perfledger-resume-v1"
 BINDING = ("backend", "op", "table", "framework_version", "sm_version")

@@ -40,12 +40,12 @@ def register(app: typer.Typer) -> None:
         """Measure operator cases and write staging CSVs that `perfledger ingest` reads."""
         from perfledger.console import EXIT_USAGE, emit_json, fail
 
-        from collector.backends import BackendUnavailable, get_backend
-        from collector.case_grid import CaseGridError
-        from collector.checkpoint import CheckpointError
-        from collector.meta import MetaError
-        from collector.registry import RegistryError
-        from collector.runner import CollectError, CollectRequest, build_plan, collect as run_collect, plan_json
+        from perfledger.collector.backends import BackendUnavailable, get_backend
+        from perfledger.collector.case_grid import CaseGridError
+        from perfledger.collector.checkpoint import CheckpointError
+        from perfledger.collector.meta import MetaError
+        from perfledger.collector.registry import RegistryError
+        from perfledger.collector.runner import CollectError, CollectRequest, build_plan, collect as run_collect, plan_json
 
         grids = {}
         for item in grid or ():

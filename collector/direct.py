@@ -15,11 +15,11 @@ import sys
 import traceback
 from pathlib import Path
 
-from collector.backends import BackendUnavailable, get_backend
-from collector.case_grid import canonical, load_grid
-from collector.execute import measure_and_write
-from collector.failures import atomic_write_text
-from collector.registry import load_registry
+from perfledger.collector.backends import BackendUnavailable, get_backend
+from perfledger.collector.case_grid import canonical, load_grid
+from perfledger.collector.execute import measure_and_write
+from perfledger.collector.failures import atomic_write_text
+from perfledger.collector.registry import load_registry
 
 
 def _parser(default_op: str, columns: tuple[str, ...], grid_values: dict[str, list]) -> argparse.ArgumentParser:

@@ -17,11 +17,11 @@ from functools import lru_cache
 from importlib import import_module
 from pathlib import Path
 
-from collector.backends import Backend, get_backend
-from collector.case_grid import CaseGrid, Task, load_grid
-from collector.ops import OpContext, dispatch
-from collector.registry import OpEntry, load_registry
-from collector.staging import RowContext, append_rows
+from perfledger.collector.backends import Backend, get_backend
+from perfledger.collector.case_grid import CaseGrid, Task, load_grid
+from perfledger.collector.ops import OpContext, dispatch
+from perfledger.collector.registry import OpEntry, load_registry
+from perfledger.collector.staging import RowContext, append_rows
 
 TAIL_LINES = 30
 

@@ -21,7 +21,7 @@ MESSAGE_LIMIT = 8000
 
 @lru_cache(maxsize=1)
 def _rules() -> tuple[tuple[str, tuple[re.Pattern, ...]], ...]:
-    doc = yaml.safe_load(resources.files("collector").joinpath("classification.yaml").read_text())
+    doc = yaml.safe_load(resources.files("perfledger.collector").joinpath("classification.yaml").read_text())
     rules = []
     for i, entry in enumerate(doc["classes"]):
         if entry.get("name") not in CLASSES:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from collector.failures import atomic_write_text
+from perfledger.collector.failures import atomic_write_text
 
 SCHEMA_VERSION = 1
 SHARED_CORE = ("case_grid.py", "execute.py", "staging.py", "lockfile.py", "registry.py", "registry.yaml",
@@ -30,7 +30,7 @@ class MetaError(ValueError):
 def collector_hash(op_module: str, backend: str, cases_name: str, grid_path: Path | None = None) -> str:
     """sha256 over sorted (relative path, bytes) of the op module, its grid, its backend and the shared core."""
     root = Path(__file__).resolve().parent
-    backend_mod = import_module(f"collector.backends.{'cpu' if backend == 'cpu' else 'torch_cuda'}")
+    backend_mod = import_module(f"perfledger.collector.backends.{'cpu' if backend == 'cpu' else 'torch_cuda'}")
     files = {*(root / p for p in SHARED_CORE), Path(import_module(op_module).__file__),
              Path(grid_path).resolve() if grid_path else root / "cases" / f"{cases_name}.yaml",
              Path(backend_mod.__file__)}

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Callable
 
-from collector.case_grid import Task
-from collector.execute import Outcome
+from perfledger.collector.case_grid import Task
+from perfledger.collector.execute import Outcome
 
 MAX_RESTARTS_PER_SLOT = 64
 

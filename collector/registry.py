@@ -103,7 +103,7 @@ def parse_registry(doc: dict, source: str = "registry.yaml") -> Registry:
 
 @lru_cache(maxsize=1)
 def load_registry() -> Registry:
-    text = resources.files("collector").joinpath("registry.yaml").read_text()
+    text = resources.files("perfledger.collector").joinpath("registry.yaml").read_text()
     return parse_registry(yaml.safe_load(text))
 
 

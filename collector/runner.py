@@ -9,15 +9,15 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
-from collector import meta
-from collector.backends import Backend, get_backend
-from collector.case_grid import CaseGrid, Task, load_grid, plan_hash, select_tasks
-from collector.checkpoint import open_checkpoint
-from collector.execute import JobSpec, Outcome, execute_task
-from collector.failures import errors_path, make_record, read_errors, write_errors
-from collector.pool import run_pool
-from collector.registry import OpEntry, gate_reason, load_registry
-from collector.staging import count_rows
+from perfledger.collector import meta
+from perfledger.collector.backends import Backend, get_backend
+from perfledger.collector.case_grid import CaseGrid, Task, load_grid, plan_hash, select_tasks
+from perfledger.collector.checkpoint import open_checkpoint
+from perfledger.collector.execute import JobSpec, Outcome, execute_task
+from perfledger.collector.failures import errors_path, make_record, read_errors, write_errors
+from perfledger.collector.pool import run_pool
+from perfledger.collector.registry import OpEntry, gate_reason, load_registry
+from perfledger.collector.staging import count_rows
 
 
 class CollectError(RuntimeError):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from collector.lockfile import FileLock, LockStats, LockTimeout
+from perfledger.collector.lockfile import FileLock, LockStats, LockTimeout
 
 PREFIX = ("framework", "version", "device", "op_name", "kernel_source")
 LINE_END = "\r\n"

@@ -16,13 +16,13 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from estimator.batch import estimate
-from estimator.checkpoint_quant import resolve as resolve_quants
-from estimator.errors import EstimatorError, UnsupportedModelError
-from estimator.glm5 import glm5_dims, glm5_ops
-from estimator.kimi_k3 import k3_dims, k3_ops
-from estimator.sol import elementwise_bytes, mem_op_latency
-from estimator.specs import REPO_ROOT, wheel_systems_dir
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.checkpoint_quant import resolve as resolve_quants
+from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
+from perfledger.estimator.glm5 import glm5_dims, glm5_ops
+from perfledger.estimator.kimi_k3 import k3_dims, k3_ops
+from perfledger.estimator.sol import elementwise_bytes, mem_op_latency
+from perfledger.estimator.specs import REPO_ROOT, wheel_systems_dir
 
 MODELS_YAML = Path(__file__).with_name("models.yaml")
 

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import yaml
 
-from estimator.lanes import LANE
+from perfledger.estimator.lanes import LANE
 
 HEADSIZE_YAML = Path(__file__).with_name("attention_headsize.yaml")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from estimator.specs import SystemSpec
+from perfledger.estimator.specs import SystemSpec
 
 SIDE_YAML = Path(__file__).with_name("attention_side.yaml")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from estimator.errors import EstimatorError
+from perfledger.estimator.errors import EstimatorError
 
 RULES_YAML = Path(__file__).with_name("checkpoint_quant.yaml")
 QUANTS = ("gemm", "moe", "kv", "fmha")

@@ -11,7 +11,7 @@ MODE_HELP = "silicon | hybrid | empirical | sol"
 
 
 def _source(data: Optional[str], warehouse: Optional[str]):
-    from estimator.context import Estimator, open_source
+    from perfledger.estimator.context import Estimator, open_source
 
     return Estimator(open_source(data, warehouse))
 
@@ -20,9 +20,9 @@ def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, 
     """Shared body: one query from options, or one per CSV row (options fill absent columns)."""
     import polars as pl
 
-    from estimator.batch import estimate
-    from estimator.errors import EstimatorError
-    from estimator.ops.base import MODES
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.ops.base import MODES
     from perfledger.console import EXIT_USAGE, emit_json, fail
 
     if mode.lower() not in MODES:
@@ -58,8 +58,8 @@ def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, 
 
 def _row_by_row(est, op, frame, mode):
     """Fallback for a queries file with misses: answer each row, record the error on failing rows."""
-    from estimator.batch import estimate
-    from estimator.errors import EstimatorError
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.errors import EstimatorError
 
     rows, failed = [], 0
     for i in range(frame.height):
@@ -76,6 +76,6 @@ def register(app: typer.Typer) -> None:
     """Attach the `estimate` sub-app."""
     est_app = typer.Typer(no_args_is_help=True, help="Operator latencies (SOL/SILICON/HYBRID/EMPIRICAL) and model estimates.")
     app.add_typer(est_app, name="estimate")
-    from estimator.cli_ops import register_ops
+    from perfledger.estimator.cli_ops import register_ops
 
     register_ops(est_app)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from estimator.cli import DATA_HELP, MODE_HELP, run_queries
+from perfledger.estimator.cli import DATA_HELP, MODE_HELP, run_queries
 
 # Options every per-op command shares (one OptionInfo serves every command that names it).
 SYSTEM = typer.Option(None, help="System name, e.g. h200_sxm")
@@ -22,7 +22,7 @@ JSON = typer.Option(False, "--json", help="Print JSON")
 
 def _priced(compute, as_json: bool, bad_usage: str | None) -> dict:
     """Run a whole-model pricing call; usage problems exit 2, estimator/data errors exit 1 (named)."""
-    from estimator.errors import EstimatorError
+    from perfledger.estimator.errors import EstimatorError
     from perfledger.console import EXIT_USAGE, fail
 
     if bad_usage:
@@ -118,9 +118,9 @@ def register_ops(est_app: typer.Typer) -> None:
 
         "quants" gives each quant used and its source: flag, checkpoint or default; "memory" the per-GPU GiB
         (weights, kv, activations, runtime, total, capacity, fits, kv_budget, kv_fits; null when unsized)."""
-        from estimator.assembly import Deploy, static
-        from estimator.cli import _source
-        from estimator.memory import static_memory
+        from perfledger.estimator.assembly import Deploy, static
+        from perfledger.estimator.cli import _source
+        from perfledger.estimator.memory import static_memory
         from perfledger.console import emit_json
 
         def compute():
@@ -158,8 +158,8 @@ def register_ops(est_app: typer.Typer) -> None:
         as_json: bool = JSON,
     ) -> None:
         """DSA prefill under context parallelism: per-layer breakdown and prefill_ms."""
-        from estimator.cli import _source
-        from estimator.dsa import prefill_dsa
+        from perfledger.estimator.cli import _source
+        from perfledger.estimator.dsa import prefill_dsa
         from perfledger.console import emit_json
 
         bad = "--isl, --cp, --batch must be >= 1 and --prefix >= 0" if min(isl, cp, batch) < 1 or prefix < 0 else None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from estimator.errors import EstimatorError
-from estimator.sources import PerfSource
-from estimator.specs import SystemSpec, load_spec
+from perfledger.estimator.errors import EstimatorError
+from perfledger.estimator.sources import PerfSource
+from perfledger.estimator.specs import SystemSpec, load_spec
 
 
 class _Miss:
@@ -54,15 +54,15 @@ def open_source(data: str | None, warehouse: str | None = None) -> PerfSource:
     """CLI/data selection: `--data PATH|aic-package` reads a public tree, otherwise the warehouse."""
     from pathlib import Path
 
-    from estimator.sources import TreeSource, WarehouseSource
-    from estimator.specs import wheel_systems_dir
+    from perfledger.estimator.sources import TreeSource, WarehouseSource
+    from perfledger.estimator.specs import wheel_systems_dir
 
     if data is None:
         return WarehouseSource(warehouse)
     if data == "aic-package":
         root = wheel_systems_dir()
         if root is None:
-            from estimator.errors import NoDataError
+            from perfledger.estimator.errors import NoDataError
 
             raise NoDataError("--data aic-package: aiconfigurator-core is not installed (pip extra 'aic')")
         return TreeSource(root / "data")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from estimator.specs import REPO_ROOT
-from estimator.versions import version_key
+from perfledger.estimator.specs import REPO_ROOT
+from perfledger.estimator.versions import version_key
 
 MANIFEST = "perf_data_reuse_manifest.yaml"
 SHARED_MANIFEST = REPO_ROOT / ".." / "shared" / "aic" / "catalogs" / MANIFEST

@@ -20,9 +20,9 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from estimator.batch import estimate
-from estimator.errors import EstimatorError, NoDataError
-from estimator.grid import Grid, interpolate, rows_grid, table_slice
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.errors import EstimatorError, NoDataError
+from perfledger.estimator.grid import Grid, interpolate, rows_grid, table_slice
 
 DSA_YAML = Path(__file__).with_name("dsa.yaml")
 AXES = ("isl", "batch_size", "step")
@@ -34,7 +34,7 @@ def _lanes() -> dict:
 
 
 def _config(model: str) -> dict:
-    from estimator.assembly import model_config_path
+    from perfledger.estimator.assembly import model_config_path
 
     return json.loads(model_config_path(model).read_text())
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from estimator.sol import elementwise_bytes
+from perfledger.estimator.sol import elementwise_bytes
 
 
 def _exclusion_globs(cfg: dict, config_path: Path) -> list[str]:

@@ -43,7 +43,7 @@ def table_slice(est, system: str, backend: str, version: str, table: str, filter
     """Resolved rows of `table` matching every filters column == value; empty is a NoDataError naming both."""
     import polars as pl
 
-    from estimator.errors import NoDataError
+    from perfledger.estimator.errors import NoDataError
 
     df = est.table(system, backend, version, table, shared=shared)
     for col, val in filters.items():

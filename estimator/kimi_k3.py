@@ -11,7 +11,7 @@ deployment.
 
 from __future__ import annotations
 
-from estimator.sol import elementwise_bytes
+from perfledger.estimator.sol import elementwise_bytes
 
 
 def k3_dims(cfg: dict) -> dict:

@@ -20,8 +20,8 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from estimator.errors import NoDataError
-from estimator.sources import first_wins
+from perfledger.estimator.errors import NoDataError
+from perfledger.estimator.sources import first_wins
 
 LANE = "kernel_source"
 KNOWN_LANES = ("fa3", "fla", "flashinfer", "triton", "trtllm_mha")  # the framework lane vocabulary
@@ -70,7 +70,7 @@ def pinned_walk(head: str | None, own: dict, shared: dict) -> list[str]:
 
 def _lane_defaults(est, system: str) -> tuple[dict, int | None]:
     """(defaults file as a dict or {} when the wheel lacks it, the system's sm_version or None)."""
-    from estimator.specs import wheel_systems_dir
+    from perfledger.estimator.specs import wheel_systems_dir
 
     def build():
         root = wheel_systems_dir()

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import yaml
 
-from estimator.config_expr import ConfigExprError, config_dims
-from estimator.config_expr import evaluate as evaluate_expr
-from estimator.errors import EstimatorError
+from perfledger.estimator.config_expr import ConfigExprError, config_dims
+from perfledger.estimator.config_expr import evaluate as evaluate_expr
+from perfledger.estimator.errors import EstimatorError
 
 MEMORY_YAML = Path(__file__).with_name("memory.yaml")
 GIB = float(1 << 30)
@@ -87,12 +87,12 @@ def model_dims(cfg: dict, source: str) -> tuple[str, dict]:
     except ConfigExprError as exc:
         raise MemoryModelError(str(exc)) from None
     if arch == "KimiK3ForConditionalGeneration":
-        from estimator.kimi_k3 import k3_dims
+        from perfledger.estimator.kimi_k3 import k3_dims
 
         dims.update(k3_dims(cfg))
     if _doc()["architectures"].get(arch, {}).get("checkpoint_exclusions"):
-        from estimator.assembly import MODELS_YAML
-        from estimator.glm5 import glm5_dims
+        from perfledger.estimator.assembly import MODELS_YAML
+        from perfledger.estimator.glm5 import glm5_dims
 
         # the checkpoint's exclusion globs, read as the GLM-5 static plan reads them (its quant_exclusions rules)
         family = yaml.safe_load(MODELS_YAML.read_text())["architectures"]["GlmMoeDsaForCausalLM"]
@@ -105,7 +105,7 @@ def model_dims(cfg: dict, source: str) -> tuple[str, dict]:
 
 def weight_bytes(arch: str, dims: dict, quants: dict[str, str]) -> list[tuple[str, float]]:
     """(term, bytes per GPU) for every weight term of the architecture (memory.yaml)."""
-    from estimator.quant import quant_profile
+    from perfledger.estimator.quant import quant_profile
 
     entry = _architecture(arch)
     out = []
@@ -177,8 +177,8 @@ def deployment_memory(model: str, system: str, backend: str, *, tp: int, moe_tp:
     """IO edge: read the model's HF config and the system YAML, then `footprint`.
 
     tokens defaults to batch × isl (one prefill pass); KV holds isl + osl tokens per sequence."""
-    from estimator.assembly import model_config_path
-    from estimator.specs import load_spec
+    from perfledger.estimator.assembly import model_config_path
+    from perfledger.estimator.specs import load_spec
 
     path = model_config_path(model)
     arch, dims = model_dims(json.loads(path.read_text()), str(path))

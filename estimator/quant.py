@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from estimator.errors import UnknownQuantError
+from perfledger.estimator.errors import UnknownQuantError
 
 QUANT_YAML = Path(__file__).with_name("quant.yaml")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from estimator.errors import NoDataError
-from estimator.utilgrid import build_grid, query_util
+from perfledger.estimator.errors import NoDataError
+from perfledger.estimator.utilgrid import build_grid, query_util
 
 OVERHEADS = {"compute_scale": ("computescale_perf", False), "scale_matrix": ("scale_matrix_perf", True)}
 

@@ -16,8 +16,8 @@ from itertools import pairwise
 
 import numpy as np
 
-from estimator.neighbours import NN_SITES, NeighbourStore
-from estimator.sol import gemm_sol
+from perfledger.estimator.neighbours import NN_SITES, NeighbourStore
+from perfledger.estimator.sol import gemm_sol
 
 K_TAIL = 3
 _EPS = 1e-12

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from estimator.specs import SystemSpec
+from perfledger.estimator.specs import SystemSpec
 
 
 def _roof(ops, nbytes, flops: float, bw: float):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from estimator.errors import NoDataError
-from estimator.versions import earlier_versions
+from perfledger.estimator.errors import NoDataError
+from perfledger.estimator.versions import earlier_versions
 
 TABLES_YAML = Path(__file__).with_name("tables.yaml")
 
@@ -74,7 +74,7 @@ class PerfSource(ABC):
                 df = complete_columns(df, table, f"{system}/{backend}/{ver}")
                 frames.append(df.with_columns(pl.lit(rank).alias("_source_rank"), pl.lit(ver).alias("_source_version")))
         if shared and info.get("shared_layer", True):
-            from estimator.cross_backend import lent_frames
+            from perfledger.estimator.cross_backend import lent_frames
 
             frames += [complete_columns(df, table, f"{system}/{backend}/{version} (lent rows)")
                        for df in lent_frames(self, system, backend, table, family)]
@@ -169,8 +169,8 @@ class WarehouseSource(PerfSource):
     LINEAGE = ("system", "family", "backend", "row_version", "batch_id", "source_file", "source_row", "ingested_at")
 
     def __init__(self, root: Path | str | None = None, as_of=None):
-        from warehouse.paths import resolve_root
-        from warehouse.store import Warehouse
+        from perfledger.warehouse.paths import resolve_root
+        from perfledger.warehouse.store import Warehouse
 
         self.root = resolve_root(None if root is None else str(root))
         self.wh = Warehouse(self.root)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from estimator.errors import MissingFlopsError, UnknownSystemError
+from perfledger.estimator.errors import MissingFlopsError, UnknownSystemError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_SYSTEMS = (REPO_ROOT / ".." / "shared" / "aic" / "systems").resolve()

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from estimator.quant import profile_distance, quant_profile
+from perfledger.estimator.quant import profile_distance, quant_profile
 
 
 def feature_distance(a: Sequence[float], b: Sequence[float], span: np.ndarray | float = 1.0) -> float:

@@ -11,7 +11,7 @@ from datetime import date
 
 import polars as pl
 
-from warehouse.lock import run_lock
+from perfledger.warehouse.lock import run_lock
 
 
 class BackfillError(ValueError):
@@ -52,8 +52,8 @@ def window_batches(dates: pl.DataFrame, since: date, until: date | None, systems
 
 def rederive(wh, window: dict) -> dict:
     """Re-run the ledger hook over the window's batches; returns what was selected and appended."""
-    from ledger.hooks import on_ingest
-    from ledger.source import read_or_empty
+    from perfledger.ledger.hooks import on_ingest
+    from perfledger.ledger.source import read_or_empty
 
     since = parse_day(window["since"], "--since")
     until = parse_day(window["until"], "--until") if window.get("until") else None

@@ -53,12 +53,12 @@ def _human_report(report: dict, verb: str) -> None:
 
 
 def _run_ingest(sources: list[str], warehouse: str | None, identity: dict, as_json: bool, write: bool) -> None:
-    from schemas.catalog import CatalogError
-    from warehouse.discover import SourceError
-    from warehouse.ingest import ingest
-    from warehouse.lock import WarehouseBusy
-    from warehouse.paths import resolve_root
-    from warehouse.store import Warehouse, WarehouseError
+    from perfledger.schemas.catalog import CatalogError
+    from perfledger.warehouse.discover import SourceError
+    from perfledger.warehouse.ingest import ingest
+    from perfledger.warehouse.lock import WarehouseBusy
+    from perfledger.warehouse.paths import resolve_root
+    from perfledger.warehouse.store import Warehouse, WarehouseError
 
     target = Warehouse(resolve_root(warehouse)) if write else None
     bar, progress = _progress(not as_json)
@@ -86,7 +86,7 @@ def _run_ingest(sources: list[str], warehouse: str | None, identity: dict, as_js
 
 def _ledger_hook():
     """Ledger events follow every committed ingest (see ledger.hooks)."""
-    from ledger.hooks import on_ingest
+    from perfledger.ledger.hooks import on_ingest
 
     return on_ingest
 
@@ -107,9 +107,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def tables(warehouse: WarehouseOpt = None, json: JsonOpt = False) -> None:
         """List curated data: one entry per table × system × family × backend × version with its rows."""
-        from warehouse.inventory import curated_inventory
-        from warehouse.paths import resolve_root
-        from warehouse.store import Warehouse
+        from perfledger.warehouse.inventory import curated_inventory
+        from perfledger.warehouse.paths import resolve_root
+        from perfledger.warehouse.store import Warehouse
 
         inventory = curated_inventory(Warehouse(resolve_root(warehouse)))
         if json:
@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
               dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the deployments and exit.")] = False,
               json: JsonOpt = False) -> None:
         """Serve the prefect.yaml deployments (schedules) against the configured Prefect server."""
-        from flows.serve import DeploymentError, load_deployments, serve_all
+        from perfledger.flows.serve import DeploymentError, load_deployments, serve_all
 
         try:
             deployments = load_deployments(file)
@@ -159,9 +159,9 @@ def register(app: typer.Typer) -> None:
                  threshold: Annotated[float, typer.Option("--threshold", help="Relative move to list (0.05 = 5%).")] = 0.05,
                  warehouse: WarehouseOpt = None, json: JsonOpt = False) -> None:
         """Rows added / removed / changed between two versions of a curated table, and moves above a threshold."""
-        from reports.diff import table_diff
-        from warehouse.paths import resolve_root
-        from warehouse.store import Warehouse, WarehouseError
+        from perfledger.reports.diff import table_diff
+        from perfledger.warehouse.paths import resolve_root
+        from perfledger.warehouse.store import Warehouse, WarehouseError
 
         wh = Warehouse(resolve_root(warehouse))
         latest = wh.table_version(table, curated=True)
@@ -186,9 +186,9 @@ def register(app: typer.Typer) -> None:
                    systems: Annotated[Optional[list[str]], typer.Option("--systems", help="Only these systems.")] = None,
                    json: JsonOpt = False) -> None:
         """Write the curated warehouse in a publishable layout (Parquet + collection_meta.yaml + reuse.yaml)."""
-        from warehouse.export import ExportError, export_aic
-        from warehouse.paths import resolve_root
-        from warehouse.store import Warehouse
+        from perfledger.warehouse.export import ExportError, export_aic
+        from perfledger.warehouse.paths import resolve_root
+        from perfledger.warehouse.store import Warehouse
 
         if layout != "aic":
             fail(f"unknown layout {layout!r}; expected: aic", code=EXIT_USAGE, as_json=json)
@@ -205,9 +205,9 @@ def register(app: typer.Typer) -> None:
 def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json) -> None:
     from dataclasses import replace
 
-    from flows.backfill import BackfillError
-    from flows.config import ConfigError, load_pipeline_config
-    from flows.pipeline import PipelineBusy, run_pipeline
+    from perfledger.flows.backfill import BackfillError
+    from perfledger.flows.config import ConfigError, load_pipeline_config
+    from perfledger.flows.pipeline import PipelineBusy, run_pipeline
 
     if runner not in ("local", "dask"):
         fail(f"--runner {runner!r}: expected local or dask", code=EXIT_USAGE, as_json=as_json)
@@ -216,7 +216,7 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
         if models:
             settings = replace(settings, models=models)
         if window is not None:
-            from flows.backfill import parse_day
+            from perfledger.flows.backfill import parse_day
 
             parse_day(window["since"], "--since")
             if window.get("until"):

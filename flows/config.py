@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from perfledger import PROJECT_ROOT
-from warehouse.paths import resolve_root
+from perfledger.warehouse.paths import resolve_root
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 DEFAULT_SCENARIOS = Path(__file__).with_name("scenarios.yaml")

@@ -21,8 +21,8 @@ def scheduled_run(config: str | None = None, sources: list[str] | None = None, s
     from dataclasses import replace
     from datetime import date, timedelta
 
-    from flows.config import load_pipeline_config
-    from flows.pipeline import run_pipeline
+    from perfledger.flows.config import load_pipeline_config
+    from perfledger.flows.pipeline import run_pipeline
 
     cfg = load_pipeline_config(Path(config) if config else None)
     if sources:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from warehouse.store import Warehouse
+from perfledger.warehouse.store import Warehouse
 
 
 @task(name="ingest-sources", retries=2, retry_delay_seconds=2)
@@ -15,13 +15,13 @@ def ingest_task(sources: list[str], root: str, partitioned: bool = False) -> dic
 
     `partitioned` prepares batches as tasks on the flow's task runner (Dask workers under --runner dask).
     """
-    from ledger.hooks import on_ingest
+    from perfledger.ledger.hooks import on_ingest
 
     if partitioned:
-        from flows.partitioned import partitioned_ingest
+        from perfledger.flows.partitioned import partitioned_ingest
 
         return partitioned_ingest(sources, root, on_ingest)
-    from warehouse.ingest import ingest
+    from perfledger.warehouse.ingest import ingest
 
     return ingest(sources, Warehouse(Path(root)), on_commit=on_ingest).to_json()
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from prefect import task
 
-from schemas.catalog import CatalogError, load_catalog
-from warehouse.discover import BatchSource
-from warehouse.ingest import OnCommit, ingest
-from warehouse.prepare import BatchError, PreparedBatch, prepare_batch
-from warehouse.store import Warehouse
+from perfledger.schemas.catalog import CatalogError, load_catalog
+from perfledger.warehouse.discover import BatchSource
+from perfledger.warehouse.ingest import OnCommit, ingest
+from perfledger.warehouse.prepare import BatchError, PreparedBatch, prepare_batch
+from perfledger.warehouse.store import Warehouse
 
 
 @task(name="prepare-batch", retries=2, retry_delay_seconds=1)

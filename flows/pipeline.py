@@ -16,14 +16,14 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows.config import PipelineConfig
-from flows.ingest import ingest_task
-from flows.keys import StageCache, content_key, file_digest, warehouse_state
-from flows.tasks import (estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task,
+from perfledger.flows.config import PipelineConfig
+from perfledger.flows.ingest import ingest_task
+from perfledger.flows.keys import StageCache, content_key, file_digest, warehouse_state
+from perfledger.flows.tasks import (estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task,
                          validate_task)
-from warehouse.inventory import curated_inventory
-from warehouse.lock import WarehouseBusy, run_lock
-from warehouse.store import Warehouse
+from perfledger.warehouse.inventory import curated_inventory
+from perfledger.warehouse.lock import WarehouseBusy, run_lock
+from perfledger.warehouse.store import Warehouse
 
 
 PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix")
@@ -71,7 +71,7 @@ class _Stages:
 
 
 def _ledgers(st: _Stages, root: str) -> list[dict]:
-    from ledger.specs import find_spec
+    from perfledger.ledger.specs import find_spec
 
     def compute():
         futures = [ledger_task.submit(root, model) for model in st.cfg.models]
@@ -102,7 +102,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
               "failed_batches": [], "tables": {}}
     t = time.perf_counter()
     if backfill is not None:
-        from flows.backfill import rederive
+        from perfledger.flows.backfill import rederive
 
         report = {**report, "backfill": rederive(st.wh, backfill)}
         st.record("backfill", "ran", t)

@@ -67,7 +67,7 @@ def to_runner(deployment: Deployment):
     """A Prefect RunnerDeployment of the scheduled flow with this entry's schedules and parameters."""
     from prefect.schedules import Cron, Interval
 
-    from flows.deployments import scheduled_run
+    from perfledger.flows.deployments import scheduled_run
 
     schedules = [Cron(s["cron"], timezone=s.get("timezone", "UTC")) if "cron" in s else Interval(int(s["interval"]))
                  for s in deployment.schedules]

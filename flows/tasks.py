@@ -10,8 +10,8 @@ from pathlib import Path
 
 from prefect import task
 
-from warehouse.lock import run_lock
-from warehouse.store import Warehouse
+from perfledger.warehouse.lock import run_lock
+from perfledger.warehouse.store import Warehouse
 
 IO_RETRIES = {"retries": 2, "retry_delay_seconds": 1}
 
@@ -19,7 +19,7 @@ IO_RETRIES = {"retries": 2, "retry_delay_seconds": 1}
 @task(name="validate", **IO_RETRIES)
 def validate_task(root: str) -> dict:
     """Quarantine counts by reason (the validation report's data)."""
-    from reports.validation import reasons
+    from perfledger.reports.validation import reasons
 
     wh = Warehouse(Path(root))
     if not wh.has_table("quarantine"):
@@ -31,9 +31,9 @@ def validate_task(root: str) -> dict:
 @task(name="build-ledger", **IO_RETRIES)
 def ledger_task(root: str, model: str) -> dict:
     """Derive and store the model's ledger cells (events appended for changes); return them."""
-    from ledger.record import record_cells
-    from ledger.source import build_cells
-    from ledger.specs import find_spec
+    from perfledger.ledger.record import record_cells
+    from perfledger.ledger.source import build_cells
+    from perfledger.ledger.specs import find_spec
 
     warehouse = Warehouse(Path(root))
     spec = find_spec(model)
@@ -49,7 +49,7 @@ def matrix_dir(path: str) -> Path:
     """A configured matrix folder; `aic-package` is the installed wheel's systems/support_matrix."""
     if path != "aic-package":
         return Path(path)
-    from warehouse.discover import aic_package_root
+    from perfledger.warehouse.discover import aic_package_root
 
     return aic_package_root().parent / "support_matrix"
 
@@ -58,10 +58,10 @@ def matrix_dir(path: str) -> Path:
 def matrix_task(root: str, matrices: list[dict], build_models: list[str]) -> list[dict]:
     """Store each configured support-matrix folder as its labelled snapshot, then build ours
     (label `perfledger`) for `build_models` from the warehouse and the estimator."""
-    from ledger.matrix.api import build_matrix
-    from ledger.matrix.reader import read_matrix
-    from ledger.matrix.store import BUILT_SOURCE, store_snapshot
-    from ledger.matrix.summary import summarize
+    from perfledger.ledger.matrix.api import build_matrix
+    from perfledger.ledger.matrix.reader import read_matrix
+    from perfledger.ledger.matrix.store import BUILT_SOURCE, store_snapshot
+    from perfledger.ledger.matrix.summary import summarize
 
     wh = Warehouse(Path(root))
     out = []
@@ -81,8 +81,8 @@ def matrix_task(root: str, matrices: list[dict], build_models: list[str]) -> lis
 
 @task(name="estimate", **IO_RETRIES)
 def estimate_task(root: str, scenarios: str, models: list[str], gate: dict) -> dict:
-    from reports.estimates import estimate_report
-    from warehouse.inventory import curated_inventory
+    from perfledger.reports.estimates import estimate_report
+    from perfledger.warehouse.inventory import curated_inventory
 
     inventory = curated_inventory(Warehouse(Path(root)))
     return estimate_report(Path(root), Path(scenarios), models, inventory, gate)
@@ -91,7 +91,7 @@ def estimate_task(root: str, scenarios: str, models: list[str], gate: dict) -> d
 @task(name="generate", **IO_RETRIES)
 def generate_task(deployment: str, out: str) -> dict:
     """Render one deployment YAML's artifacts into <out>/deployments/<stem>/."""
-    from generator.api import generate
+    from perfledger.generator.api import generate
 
     stem = Path(deployment).stem
     folder = Path(out) / "deployments" / stem
@@ -102,8 +102,8 @@ def generate_task(deployment: str, out: str) -> dict:
 
 @task(name="publish", **IO_RETRIES)
 def publish_task(root: str, out: str, models: list[str], run: dict, estimates: dict | None) -> dict:
-    from reports.site import build_site
-    from reports.summary import write_summary
+    from perfledger.reports.site import build_site
+    from perfledger.reports.summary import write_summary
 
     site = build_site(Path(root), Path(out), models, run, estimates)
     return {**site, "summary": str(write_summary(Path(out), run))}

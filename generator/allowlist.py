@@ -7,8 +7,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from generator.errors import GeneratorError
-from generator.yamlio import load_package_yaml
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.yamlio import load_package_yaml
 
 
 @lru_cache(maxsize=None)

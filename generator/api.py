@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator.outdir import write_output
-from generator.overrides import apply_overrides
-from generator.render import render_artifacts
-from generator.resolve import resolve
-from generator.yamlio import dump_yaml, load_yaml_file
+from perfledger.generator.outdir import write_output
+from perfledger.generator.overrides import apply_overrides
+from perfledger.generator.render import render_artifacts
+from perfledger.generator.resolve import resolve
+from perfledger.generator.yamlio import dump_yaml, load_yaml_file
 
 
 @dataclass(frozen=True)

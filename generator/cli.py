@@ -21,18 +21,18 @@ def generate_command(
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Render artifacts for one deployment; prints files, mode and warnings."""
-    from generator.errors import GeneratorError, UsageError
+    from perfledger.generator.errors import GeneratorError, UsageError
 
     try:
         if explain_key is not None:
-            from generator.explain import explain, format_explain
+            from perfledger.generator.explain import explain, format_explain
 
             info = explain(explain_key)
             emit_json(info) if as_json else typer.echo(format_explain(info))
             return
         if input_yaml is None or out is None:
             fail("generate needs INPUT.yaml and --out DIR (or --explain KEY)", code=EXIT_USAGE, as_json=as_json)
-        from generator.api import generate
+        from perfledger.generator.api import generate
 
         result = generate(input_yaml, set_, out, backend=backend, version=version, target=target)
     except UsageError as exc:

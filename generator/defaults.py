@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from generator.errors import GeneratorError
-from generator.expr import parse_expr
-from generator.schema import SCHEMA_FILE, check_value, load_schema
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.expr import parse_expr
+from perfledger.generator.schema import SCHEMA_FILE, check_value, load_schema
 
 
 class _Missing(LookupError):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.errors import GeneratorError
-from generator.mapping import BACKENDS, load_mapping
-from generator.multinode import multinode_form
-from generator.schema import ROLES, did_you_mean, load_schema
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.mapping import BACKENDS, load_mapping
+from perfledger.generator.multinode import multinode_form
+from perfledger.generator.schema import ROLES, did_you_mean, load_schema
 
 
 # Keys whose effect is the per-node launch of a worker spanning nodes: explain shows those flags.

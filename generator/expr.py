@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from generator.errors import GeneratorError
+from perfledger.generator.errors import GeneratorError
 
 _LITERAL_ALIASES = {"true": True, "false": False, "null": None, "none": None}
 

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator.errors import GeneratorError
-from generator.mapping import Mapping
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.mapping import Mapping
 
 
 @dataclass

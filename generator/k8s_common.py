@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.model import Deployment
+from perfledger.generator.model import Deployment
 
 
 def labels(dep: Deployment, component: str | None = None) -> dict[str, str]:

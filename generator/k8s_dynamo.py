@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.backends import Backend, Launch
-from generator.k8s_common import env_list, labels
-from generator.model import Deployment
-from generator.scripts import frontend_argv
-from generator.topology import nodes_per_worker
-from generator.yamlio import dump_yaml
+from perfledger.generator.backends import Backend, Launch
+from perfledger.generator.k8s_common import env_list, labels
+from perfledger.generator.model import Deployment
+from perfledger.generator.scripts import frontend_argv
+from perfledger.generator.topology import nodes_per_worker
+from perfledger.generator.yamlio import dump_yaml
 
 _SERVICE_PREFIX = {"vllm": "Vllm", "sglang": "SGLang", "trtllm": "TRTLLM"}
 _ENGINE_DIR = "/engine-configs"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.backends import Backend, Launch
-from generator.k8s_common import env_list, labels
-from generator.model import Deployment, Worker
+from perfledger.generator.backends import Backend, Launch
+from perfledger.generator.k8s_common import env_list, labels
+from perfledger.generator.model import Deployment, Worker
 
 _POOLS = {"agg": "decode", "decode": "decode", "prefill": "prefill"}
 

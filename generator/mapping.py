@@ -8,10 +8,10 @@ from typing import Any
 
 from packaging.version import Version
 
-from generator.errors import GeneratorError
-from generator.expr import Expr, parse_expr
-from generator.versions import in_span, parse_version
-from generator.yamlio import load_package_yaml
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.expr import Expr, parse_expr
+from perfledger.generator.versions import in_span, parse_version
+from perfledger.generator.yamlio import load_package_yaml
 
 MAPPING_FILE = "generator/backend_config_mapping.yaml"
 BACKENDS = ("vllm", "sglang", "trtllm")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator.errors import GeneratorError
-from generator.schema import ROLES
-from generator.versions import Runtime
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.schema import ROLES
+from perfledger.generator.versions import Runtime
 
 _DNS_MAX = 63
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from generator.errors import GeneratorError
-from generator.expr import Expr, parse_expr
-from generator.flags import scalar
-from generator.mapping import MAPPING_FILE, load_mapping
-from generator.versions import in_span, parse_version
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.expr import Expr, parse_expr
+from perfledger.generator.flags import scalar
+from perfledger.generator.mapping import MAPPING_FILE, load_mapping
+from perfledger.generator.versions import in_span, parse_version
 
 NAMES = frozenset({"nnodes", "node_rank", "master_addr", "master_port", "master_endpoint"})
 _FLAG_KEYS = {"flag", "value", "kind", "since", "until"}

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from generator.errors import GeneratorError
+from perfledger.generator.errors import GeneratorError
 
 MANIFEST = ".perfledger-generated.json"
 _FORMAT = "perfledger-generator-manifest/1"

@@ -6,8 +6,8 @@ import copy
 import re
 from typing import Any
 
-from generator.errors import GeneratorError, UsageError
-from generator.yamlio import parse_yaml
+from perfledger.generator.errors import GeneratorError, UsageError
+from perfledger.generator.yamlio import parse_yaml
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$")
 

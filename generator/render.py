@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from generator.backends import get_backend
-from generator.k8s_common import bench_manifests
-from generator.k8s_dynamo import build_dynamo
-from generator.k8s_llmd import build_helm_values, build_kustomize
-from generator.model import Deployment
-from generator.scripts import render_bench_script, render_run_scripts
-from generator.yamlio import dump_yaml, dump_yaml_all
+from perfledger.generator.backends import get_backend
+from perfledger.generator.k8s_common import bench_manifests
+from perfledger.generator.k8s_dynamo import build_dynamo
+from perfledger.generator.k8s_llmd import build_helm_values, build_kustomize
+from perfledger.generator.model import Deployment
+from perfledger.generator.scripts import render_bench_script, render_run_scripts
+from perfledger.generator.yamlio import dump_yaml, dump_yaml_all
 
 
 def render_artifacts(dep: Deployment) -> tuple[dict[str, str], list[str]]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator.defaults import apply_defaults, canonical
-from generator.mapping import load_mapping
-from generator.model import Deployment, build_deployment, detect_mode
-from generator.rule_apply import apply_rules, order_rules
-from generator.rule_parse import load_rule_set
-from generator.schema import check_backend_keys, check_document, load_schema
-from generator.versions import check_image_tag, resolve_runtime
+from perfledger.generator.defaults import apply_defaults, canonical
+from perfledger.generator.mapping import load_mapping
+from perfledger.generator.model import Deployment, build_deployment, detect_mode
+from perfledger.generator.rule_apply import apply_rules, order_rules
+from perfledger.generator.rule_parse import load_rule_set
+from perfledger.generator.schema import check_backend_keys, check_document, load_schema
+from perfledger.generator.versions import check_image_tag, resolve_runtime
 
 
 @dataclass(frozen=True)

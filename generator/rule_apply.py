@@ -6,9 +6,9 @@ import copy
 import heapq
 from typing import Any
 
-from generator.errors import GeneratorError
-from generator.rule_parse import Rule
-from generator.schema import ROLES, Schema, check_value
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.rule_parse import Rule
+from perfledger.generator.schema import ROLES, Schema, check_value
 
 
 def order_rules(rules: list[Rule], schema: Schema) -> list[Rule]:

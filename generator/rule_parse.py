@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from generator.errors import GeneratorError
-from generator.expr import Expr, parse_expr
-from generator.schema import DEFAULT_SCOPE, ROLES, Schema
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.expr import Expr, parse_expr
+from perfledger.generator.schema import DEFAULT_SCOPE, ROLES, Schema
 
 _ASSIGN = re.compile(r"^(?:\[(?P<scope>[^\]]*)\]\s*)?(?P<target>[A-Za-z_][A-Za-z0-9_.]*)\s*=(?!=)\s*(?P<expr>.+)$")
 _INCLUDE = re.compile(r"^include\s+(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*)$")

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from generator.errors import GeneratorError
-from generator.mapping import load_mapping
-from generator.yamlio import load_package_yaml
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.mapping import load_mapping
+from perfledger.generator.yamlio import load_package_yaml
 
 SCHEMA_FILE = "generator/deployment_config.yaml"
 ROLES = ("prefill", "decode", "agg", "encode")  # encode: the multimodal encoder worker

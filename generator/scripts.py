@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from generator.allowlist import check_flags
-from generator.backends import Backend, Launch
-from generator.model import Deployment
-from generator.multinode import multinode_form
-from generator.shell import ShellRaw, render_shell
-from generator.topology import Placement, pack
+from perfledger.generator.allowlist import check_flags
+from perfledger.generator.backends import Backend, Launch
+from perfledger.generator.model import Deployment
+from perfledger.generator.multinode import multinode_form
+from perfledger.generator.shell import ShellRaw, render_shell
+from perfledger.generator.topology import Placement, pack
 
 
 def frontend_argv(dep: Deployment) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import jinja2
 
-from generator.errors import GeneratorError
+from perfledger.generator.errors import GeneratorError
 
 
 class ShellRaw(str):

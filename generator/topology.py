@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.errors import GeneratorError
+from perfledger.generator.errors import GeneratorError
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from generator.errors import GeneratorError
-from generator.yamlio import load_package_yaml
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.yamlio import load_package_yaml
 
 MATRIX_FILE = "generator/runtime_matrix.yaml"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from generator.errors import GeneratorError
+from perfledger.generator.errors import GeneratorError
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

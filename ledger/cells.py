@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ledger.specs import LaneSpec, LaneSpecError, ModelSpec
+from perfledger.ledger.specs import LaneSpec, LaneSpecError, ModelSpec
 
 CELL_KEY = ["model", "lane", "system", "backend", "version"]
 PARTITION = ["system", "backend", "version"]

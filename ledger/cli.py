@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ledger.matrix.cli import JSON, WAREHOUSE, _warehouse, matrix_app
+from perfledger.ledger.matrix.cli import JSON, WAREHOUSE, _warehouse, matrix_app
 from perfledger.console import EXIT_USAGE, emit_json, fail
 
 ledger_app = typer.Typer(no_args_is_help=True, help="Bring-up ledgers derived from the warehouse (lane specs in schemas/lanes/).")
@@ -14,7 +14,7 @@ AS_OF = typer.Option(None, "--as-of", help="ISO timestamp, or a version of the w
 
 
 def _spec(model: str, as_json: bool):
-    from ledger.specs import LaneSpecError, find_spec
+    from perfledger.ledger.specs import LaneSpecError, find_spec
 
     try:
         return find_spec(model)
@@ -24,10 +24,10 @@ def _spec(model: str, as_json: bool):
 
 def _cells(wh, spec, as_of: Optional[str], as_json: bool, record: bool):
     """(as_of stamp, cells): time travel when --as-of, else the warm state or a fresh derivation."""
-    from ledger.source import build_cells, resolve_as_of
-    from ledger.specs import LaneSpecError
-    from ledger.state import current_cells
-    from warehouse.lock import run_lock
+    from perfledger.ledger.source import build_cells, resolve_as_of
+    from perfledger.ledger.specs import LaneSpecError
+    from perfledger.ledger.state import current_cells
+    from perfledger.warehouse.lock import run_lock
 
     try:
         stamp = resolve_as_of(wh, as_of)
@@ -48,7 +48,7 @@ def build_cmd(model: str = typer.Argument(..., help="HF id (moonshotai/Kimi-K3) 
               warehouse: Optional[str] = WAREHOUSE, as_of: Optional[str] = AS_OF, as_json: bool = JSON,
               record: bool = typer.Option(True, "--record/--no-record", help="Store the cells and append change events.")) -> None:
     """Derive the model's lane cells (rows, kernel sources, status, claim) from the warehouse."""
-    from ledger.view import build_payload
+    from perfledger.ledger.view import build_payload
 
     spec = _spec(model, as_json)
     wh = _warehouse(warehouse)
@@ -73,14 +73,14 @@ def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "
     """Render the final-state ledger record (Markdown or HTML) from the warehouse tables."""
     from pathlib import Path
 
-    from ledger.decisions import ordered
-    from ledger.matrix.explain import model_disagreements
-    from ledger.matrix.store import SnapshotError, labels, read_snapshot
-    from ledger.matrix.summary import model_block
-    from ledger.record import stored_events
-    from ledger.source import DECISIONS_TABLE, now_iso, read_or_empty
-    from ledger.view import report_context
-    from reports.ledger_report import render
+    from perfledger.ledger.decisions import ordered
+    from perfledger.ledger.matrix.explain import model_disagreements
+    from perfledger.ledger.matrix.store import SnapshotError, labels, read_snapshot
+    from perfledger.ledger.matrix.summary import model_block
+    from perfledger.ledger.record import stored_events
+    from perfledger.ledger.source import DECISIONS_TABLE, now_iso, read_or_empty
+    from perfledger.ledger.view import report_context
+    from perfledger.reports.ledger_report import render
 
     if fmt not in ("md", "html"):
         fail(f"--format {fmt!r}: expected md or html", code=EXIT_USAGE, as_json=as_json)
@@ -116,9 +116,9 @@ def decide_cmd(model: str = typer.Argument(...), date: str = typer.Option(..., "
                text: str = typer.Option(..., "--text"), lane: Optional[str] = typer.Option(None, "--lane"),
                warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
     """Record a dated owner decision or note (optionally about one lane)."""
-    from ledger.decisions import DecisionError, make_decision
-    from ledger.source import DECISIONS_TABLE, now_iso
-    from warehouse.lock import run_lock
+    from perfledger.ledger.decisions import DecisionError, make_decision
+    from perfledger.ledger.source import DECISIONS_TABLE, now_iso
+    from perfledger.warehouse.lock import run_lock
 
     spec = _spec(model, as_json)
     try:
@@ -137,7 +137,7 @@ def decide_cmd(model: str = typer.Argument(...), date: str = typer.Option(..., "
 @ledger_app.command("events")
 def events_cmd(model: str = typer.Argument(...), warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
     """The model's change events (collect, append, replace, prune, relabel, ...) in time order."""
-    from ledger.record import stored_events
+    from perfledger.ledger.record import stored_events
 
     spec = _spec(model, as_json)
     rows = stored_events(_warehouse(warehouse), spec.model).to_dicts()

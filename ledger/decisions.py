@@ -6,7 +6,7 @@ from datetime import date as Date
 
 import polars as pl
 
-from ledger.specs import LaneSpecError, ModelSpec
+from perfledger.ledger.specs import LaneSpecError, ModelSpec
 
 DECISIONS_SCHEMA = {"model": pl.String, "date": pl.String, "lane": pl.String, "text": pl.String,
                     "recorded_at": pl.String}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ledger.cells import CELL_KEY
+from perfledger.ledger.cells import CELL_KEY
 
 EVENTS_SCHEMA = {
     "model": pl.String, "lane": pl.String, "system": pl.String, "backend": pl.String, "version": pl.String,

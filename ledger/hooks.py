@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import polars as pl
 
-from ledger.cells import derive_cells
-from ledger.record import SCOPE, record_cells
-from ledger.source import now_iso, read_lane_tables, read_meta, read_or_empty
-from ledger.specs import LANES_DIR, load_all
-from ledger.state import has_state, remember
+from perfledger.ledger.cells import derive_cells
+from perfledger.ledger.record import SCOPE, record_cells
+from perfledger.ledger.source import now_iso, read_lane_tables, read_meta, read_or_empty
+from perfledger.ledger.specs import LANES_DIR, load_all
+from perfledger.ledger.state import has_state, remember
 
 
 SEEN_TABLE = "ledger_hook_batches"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ledger.cells import META_COLUMNS, PARTITION
+from perfledger.ledger.cells import META_COLUMNS, PARTITION
 
 BATCH_META = {"meta_status": "meta_status", "meta_collected_at": "meta_collected_at", "meta_image": "meta_image"}
 

@@ -6,9 +6,9 @@ from itertools import chain
 
 import polars as pl
 
-from ledger.cells import CELLS_SCHEMA
-from ledger.events import EVENTS_SCHEMA, derive_events
-from ledger.source import CELLS_TABLE, EVENTS_TABLE, now_iso, read_or_empty
+from perfledger.ledger.cells import CELLS_SCHEMA
+from perfledger.ledger.events import EVENTS_SCHEMA, derive_events
+from perfledger.ledger.source import CELLS_TABLE, EVENTS_TABLE, now_iso, read_or_empty
 
 SCOPE = ["lane", "system", "backend", "version"]
 

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 
 import polars as pl
 
-from ledger.cells import CELLS_SCHEMA, derive_cells
-from ledger.meta import latest_meta
-from ledger.specs import ModelSpec
+from perfledger.ledger.cells import CELLS_SCHEMA, derive_cells
+from perfledger.ledger.meta import latest_meta
+from perfledger.ledger.specs import ModelSpec
 
 CELLS_TABLE = "ledger_cells"
 EVENTS_TABLE = "ledger_events"

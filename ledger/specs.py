@@ -106,7 +106,7 @@ class ModelSpec:
 @cache
 def catalog_columns() -> dict[str, frozenset[str]]:
     """Table -> every column a curated row of it can carry (catalog keys/metrics + lineage + `_ms` twins)."""
-    from schemas.catalog import load_catalog
+    from perfledger.schemas.catalog import load_catalog
 
     catalog = load_catalog()
     base = set(catalog.descriptive) | set(LINEAGE)

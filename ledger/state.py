@@ -12,10 +12,10 @@ import json
 
 import polars as pl
 
-from ledger.cells import CELLS_SCHEMA
-from ledger.record import record_cells
-from ledger.source import CELLS_TABLE, build_cells, now_iso, read_or_empty
-from ledger.specs import ModelSpec
+from perfledger.ledger.cells import CELLS_SCHEMA
+from perfledger.ledger.record import record_cells
+from perfledger.ledger.source import CELLS_TABLE, build_cells, now_iso, read_or_empty
+from perfledger.ledger.specs import ModelSpec
 
 INPUTS_TABLE = "ledger_inputs"
 INPUTS_SCHEMA = {"model": pl.String, "spec_key": pl.String, "inputs_key": pl.String, "recorded_at": pl.String}

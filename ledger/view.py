@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ledger.cells import mismatches
-from ledger.specs import ModelSpec
+from perfledger.ledger.cells import mismatches
+from perfledger.ledger.specs import ModelSpec
 
 STATUSES = ("done", "partial", "failed", "missing", "unexpected")
 CELL_FIELDS = ("lane", "system", "backend", "version", "rows", "kernel_sources", "status", "claim", "dtypes",

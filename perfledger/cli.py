@@ -12,11 +12,11 @@ app = typer.Typer(
 
 # Each module exposes `register(app)`; keep heavy imports inside the command bodies so `--help` is fast.
 STAGE_CLIS = (
-    "generator.cli",
-    "flows.cli",
-    "ledger.cli",
-    "collector.cli",
-    "estimator.cli",
+    "perfledger.generator.cli",
+    "perfledger.flows.cli",
+    "perfledger.ledger.cli",
+    "perfledger.collector.cli",
+    "perfledger.estimator.cli",
 )
 
 for _module in STAGE_CLIS:

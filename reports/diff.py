@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from reports.page import Page, Section, Table
-from warehouse.normalise import key_columns
+from perfledger.reports.page import Page, Section, Table
+from perfledger.warehouse.normalise import key_columns
 
 SLICE = ["system", "backend", "version"]
 MOVE_LIMIT = 200
@@ -45,7 +45,7 @@ def _slices(frame: pl.DataFrame) -> dict[str, int]:
 
 def table_diff(wh, table: str, old_version: int, new_version: int, threshold: float = 0.05) -> dict:
     """Diff two versions of one curated table of the warehouse."""
-    from schemas.catalog import load_catalog
+    from perfledger.schemas.catalog import load_catalog
 
     catalog = load_catalog()
     spec = catalog.table(table)
@@ -73,9 +73,9 @@ def latest_diffs(wh, threshold: float = 0.05) -> list[dict]:
 
     Only touched slices are read, so the cost follows the size of the change, not of the warehouse.
     """
-    from ledger.source import read_or_empty
-    from reports.estimates import previous_as_of
-    from schemas.catalog import load_catalog
+    from perfledger.ledger.source import read_or_empty
+    from perfledger.reports.estimates import previous_as_of
+    from perfledger.schemas.catalog import load_catalog
 
     stamp = previous_as_of(wh)
     if stamp is None:

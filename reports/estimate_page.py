@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reports.page import Page, Section, Table
+from perfledger.reports.page import Page, Section, Table
 
 GATE_COLUMNS = ["model", "scenario", "metric", "system", "backend", "version", "ms", "previous_ms", "delta_pct", "verdict"]
 

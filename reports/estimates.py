@@ -51,7 +51,7 @@ def load_scenarios(path: Path) -> dict[str, list[dict]]:
 
 def op_table(op: str) -> str:
     """The perf table an op family reads (the estimator's own TABLE constant)."""
-    from estimator.ops import get_model
+    from perfledger.estimator.ops import get_model
 
     return sys.modules[type(get_model(op)).__module__].TABLE
 
@@ -63,8 +63,8 @@ def slices(inventory: list[dict], table: str, systems: tuple[str, ...]) -> list[
 
 def price_scenario(est, scenario: dict, cell: tuple[str, str, str]) -> dict:
     """{ms, source} for one scenario on one cell, or {ms: None, error} when an op cannot be priced."""
-    from estimator.batch import estimate
-    from estimator.ops.base import TIERS
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.ops.base import TIERS
 
     total, tiers = 0.0, []
     for spec in scenario["ops"]:
@@ -83,7 +83,7 @@ def price_scenario(est, scenario: dict, cell: tuple[str, str, str]) -> dict:
 
 def price_static(est, hf_model: str, scenario: dict, cell: tuple[str, str, str]) -> dict[str, dict]:
     """{"TTFT": {ms, source, error}, "TPOT": {...}} from the estimator's model assembler."""
-    from estimator.assembly import Deploy, static
+    from perfledger.estimator.assembly import Deploy, static
 
     try:
         out = static(est, hf_model, Deploy(*cell, **(scenario.get("deploy") or {})), batch=int(scenario["batch"]),
@@ -154,7 +154,7 @@ def gate(current: list[dict], previous: list[dict] | None, warn_pct: float, fail
 
 def previous_as_of(wh) -> str | None:
     """The timestamp of the previous `batches` version (the warehouse before the latest ingest)."""
-    from ledger.source import resolve_as_of
+    from perfledger.ledger.source import resolve_as_of
 
     version = wh.table_version("batches")
     if not version:
@@ -164,10 +164,10 @@ def previous_as_of(wh) -> str | None:
 
 def estimate_report(root: Path, scenarios_path: Path, models: list[str], inventory: list[dict], gate_cfg: dict) -> dict:
     """Current estimates, previous-version estimates and the gate, for the configured models."""
-    from estimator.context import Estimator
-    from estimator.sources import WarehouseSource
-    from ledger.specs import find_spec
-    from warehouse.store import Warehouse
+    from perfledger.estimator.context import Estimator
+    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.ledger.specs import find_spec
+    from perfledger.warehouse.store import Warehouse
 
     scenarios = load_scenarios(scenarios_path)
     specs = {m: find_spec(m) for m in models}

@@ -11,15 +11,15 @@ from pathlib import Path
 
 def ledger_context(wh, model: str) -> tuple[dict, list[dict]]:
     """(report context, cells) for one model from the warehouse's ledger tables."""
-    from ledger.decisions import ordered
-    from ledger.matrix.compare import model_disagreements
-    from ledger.matrix.store import SnapshotError, labels, read_snapshot
-    from ledger.matrix.summary import model_block
-    from ledger.record import stored_events
-    from ledger.source import DECISIONS_TABLE, now_iso, read_or_empty
-    from ledger.specs import find_spec
-    from ledger.state import current_cells
-    from ledger.view import report_context
+    from perfledger.ledger.decisions import ordered
+    from perfledger.ledger.matrix.compare import model_disagreements
+    from perfledger.ledger.matrix.store import SnapshotError, labels, read_snapshot
+    from perfledger.ledger.matrix.summary import model_block
+    from perfledger.ledger.record import stored_events
+    from perfledger.ledger.source import DECISIONS_TABLE, now_iso, read_or_empty
+    from perfledger.ledger.specs import find_spec
+    from perfledger.ledger.state import current_cells
+    from perfledger.ledger.view import report_context
 
     spec = find_spec(model)
     cells = current_cells(wh, spec, record=False)[0]
@@ -39,7 +39,7 @@ def ledger_context(wh, model: str) -> tuple[dict, list[dict]]:
 
 def write_ledger_pages(wh, models: list[str], out: Path) -> list[dict]:
     """ledger-<model>.html/.md per model; returns index entries (slug, title, summary, cells)."""
-    from reports.ledger_report import render
+    from perfledger.reports.ledger_report import render
 
     entries = []
     for model in models:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from reports.page import Page, Section, Table
+from perfledger.reports.page import Page, Section, Table
 
 SHOWN = ["HuggingFaceID", "Backend", "Version", "Mode", "Status", "Source", "ErrMsg", "Command"]
 ERR_CHARS = 240

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.page import Page, Section, Table, render_page
+from perfledger.reports.page import Page, Section, Table, render_page
 
 CSS = Path(__file__).with_name("templates") / "site.css"
 
@@ -23,7 +23,7 @@ def _write(path: Path, text: str) -> Path:
 
 
 def _plots(out: Path, ledgers: list[dict], estimates: dict | None) -> list[tuple[str, str]]:
-    from reports.plots import coverage_heatmap, latency_plot
+    from perfledger.reports.plots import coverage_heatmap, latency_plot
 
     plots = []
     for entry in ledgers:
@@ -38,9 +38,9 @@ def _plots(out: Path, ledgers: list[dict], estimates: dict | None) -> list[tuple
 
 
 def _matrix(wh, models: list[str]) -> Page:
-    from ledger.matrix.store import SnapshotError, labels, read_snapshot
-    from ledger.specs import find_spec
-    from reports.matrix_page import matrix_page
+    from perfledger.ledger.matrix.store import SnapshotError, labels, read_snapshot
+    from perfledger.ledger.specs import find_spec
+    from perfledger.reports.matrix_page import matrix_page
 
     hf_ids = [find_spec(m).model for m in models]
     try:
@@ -77,11 +77,11 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
 
 def build_site(root: Path, out: Path, models: list[str], run: dict, estimates: dict | None) -> dict:
     """Write the whole site; returns {"index": path, "pages": [slugs]}."""
-    from reports.diff import diff_page, latest_diffs
-    from reports.estimate_page import estimate_page
-    from reports.ledger_pages import write_ledger_pages
-    from reports.validation import validation_page
-    from warehouse.store import Warehouse
+    from perfledger.reports.diff import diff_page, latest_diffs
+    from perfledger.reports.estimate_page import estimate_page
+    from perfledger.reports.ledger_pages import write_ledger_pages
+    from perfledger.reports.validation import validation_page
+    from perfledger.warehouse.store import Warehouse
 
     wh = Warehouse(root)
     out.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from reports.page import Page, Section, Table
+from perfledger.reports.page import Page, Section, Table
 
 ROW_LIMIT = 500  # rows listed per page; the counts above always cover every row
 

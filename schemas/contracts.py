@@ -13,7 +13,7 @@ from pandera import extensions
 import polars as pl
 from pandera.errors import SchemaErrors
 
-from schemas.catalog import Catalog, TableSpec, load_catalog
+from perfledger.schemas.catalog import Catalog, TableSpec, load_catalog
 
 FINDING_SCHEMA = {
     "row_index": pl.Int64,

@@ -18,6 +18,8 @@ SHARED = (REPO_ROOT / ".." / "shared").resolve()
 SHARED_TREE = SHARED / "aic" / "perfdb-095f58a" / "systems" / "data"
 SHARED_CAMPAIGN = SHARED / "collected" / "vllm-0.20.0-campaign"
 
+# The reference data is only read when named (perfledger.settings): the tests name ../shared.
+os.environ.setdefault("PERFLEDGER_REFERENCE_DATA", str(SHARED))
 os.environ.setdefault("PREFECT_HOME", str(REPO_ROOT / "var" / "prefect-tests"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import polars as pl
 
-from schemas.catalog import load_catalog
-from warehouse.normalise import NormalisedTable
-from warehouse.prepare import PreparedBatch
-from warehouse.store import SLICE_COLUMNS, Warehouse
+from perfledger.schemas.catalog import load_catalog
+from perfledger.warehouse.normalise import NormalisedTable
+from perfledger.warehouse.prepare import PreparedBatch
+from perfledger.warehouse.store import SLICE_COLUMNS, Warehouse
 
 FINDING_SLICE = ("table", "system", "backend", "version")
 FINDING_TABLES = ("quarantine", "advisories", "duplicates")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from schemas.catalog import Catalog, CatalogError, check_safe_name
+from perfledger.schemas.catalog import Catalog, CatalogError, check_safe_name
 
 AIC_PACKAGE = "aic-package"
 STAGING_SUFFIX = "_perf.txt"

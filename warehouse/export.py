@@ -15,9 +15,9 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from schemas.catalog import load_catalog
-from warehouse.inventory import curated_inventory
-from warehouse.store import Warehouse
+from perfledger.schemas.catalog import load_catalog
+from perfledger.warehouse.inventory import curated_inventory
+from perfledger.warehouse.store import Warehouse
 
 LINEAGE = ("system", "family", "backend", "batch_id", "source_file", "source_row", "ingested_at")
 

@@ -6,13 +6,13 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from schemas.catalog import Catalog, CatalogError, load_catalog
-from warehouse.discover import BatchSource, DiscoveryFailure, discover
-from warehouse.lock import run_lock
-from warehouse.commit import CommitBuffer
-from warehouse.prepare import BatchError, PreparedBatch, prepare_batch
-from warehouse.store import Warehouse
-from warehouse.validate import finalise_window
+from perfledger.schemas.catalog import Catalog, CatalogError, load_catalog
+from perfledger.warehouse.discover import BatchSource, DiscoveryFailure, discover
+from perfledger.warehouse.lock import run_lock
+from perfledger.warehouse.commit import CommitBuffer
+from perfledger.warehouse.prepare import BatchError, PreparedBatch, prepare_batch
+from perfledger.warehouse.store import Warehouse
+from perfledger.warehouse.validate import finalise_window
 
 WINDOW_ROWS = 3_000_000
 OnCommit = Callable[[Warehouse, list[str]], None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from warehouse.store import Warehouse
+from perfledger.warehouse.store import Warehouse
 
 INVENTORY_COLUMNS = ["system", "family", "backend", "version"]
 

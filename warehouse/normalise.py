@@ -14,9 +14,9 @@ from datetime import datetime
 
 import polars as pl
 
-from schemas.catalog import Catalog, TableSpec
-from schemas.contracts import FINDING_SCHEMA, validate_rows
-from warehouse.readers import ROW_INDEX, RawFile, SourceFileError
+from perfledger.schemas.catalog import Catalog, TableSpec
+from perfledger.schemas.contracts import FINDING_SCHEMA, validate_rows
+from perfledger.warehouse.readers import ROW_INDEX, RawFile, SourceFileError
 
 DESCRIPTIVE_NON_IDENTITY = ("framework", "version", "device")
 LINEAGE_COLUMNS = ("system", "family", "backend", "batch_id", "source_file", "source_row", "ingested_at")

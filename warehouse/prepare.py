@@ -13,10 +13,10 @@ from pathlib import Path
 
 import yaml
 
-from schemas.catalog import Catalog, CatalogError
-from warehouse.discover import BatchSource, table_of
-from warehouse.normalise import Lineage, NormalisedTable, TypedFile, type_file
-from warehouse.readers import SourceFileError, read_source_file
+from perfledger.schemas.catalog import Catalog, CatalogError
+from perfledger.warehouse.discover import BatchSource, table_of
+from perfledger.warehouse.normalise import Lineage, NormalisedTable, TypedFile, type_file
+from perfledger.warehouse.readers import SourceFileError, read_source_file
 
 
 class BatchError(ValueError):

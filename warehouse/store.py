@@ -15,7 +15,7 @@ import polars as pl
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from schemas.catalog import check_safe_name
+from perfledger.schemas.catalog import check_safe_name
 
 SLICE_COLUMNS = ("system", "backend", "version")
 AsOf = int | str | datetime | None

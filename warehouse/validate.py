@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from schemas.catalog import Catalog
-from schemas.contracts import validate_rows
-from warehouse.normalise import TypedFile, finalise
-from warehouse.prepare import PreparedBatch
+from perfledger.schemas.catalog import Catalog
+from perfledger.schemas.contracts import validate_rows
+from perfledger.warehouse.normalise import TypedFile, finalise
+from perfledger.warehouse.prepare import PreparedBatch
 
 
 def _findings_per_file(files: list[TypedFile]) -> list[pl.DataFrame]:

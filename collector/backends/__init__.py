@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from collector.backends.base import Backend, BackendUnavailable
+from perfledger.collector.backends.base import Backend, BackendUnavailable
 
-BACKENDS = {"cpu": "collector.backends.cpu", "torch": "collector.backends.torch_cuda"}
+BACKENDS = {"cpu": "perfledger.collector.backends.cpu", "torch": "perfledger.collector.backends.torch_cuda"}
 
 
 def get_backend(name: str) -> Backend:

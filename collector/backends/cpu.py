@@ -6,7 +6,7 @@ import os
 import platform
 from dataclasses import dataclass
 
-from collector.backends.base import Backend
+from perfledger.collector.backends.base import Backend
 
 
 def _cpu_model() -> str:

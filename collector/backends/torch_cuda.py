@@ -11,8 +11,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from collector.backends.base import Backend, BackendUnavailable
-from collector.backends.cpu import _cpu_model
+from perfledger.collector.backends.base import Backend, BackendUnavailable
+from perfledger.collector.backends.cpu import _cpu_model
 
 
 def _torch(device_type: str = "cuda"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collector.backends.base import Backend
+from perfledger.collector.backends.base import Backend
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.ops import OpContext
+from perfledger.collector.ops import OpContext
 
 TORCH_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32"}
 
@@ -10,7 +10,7 @@ TORCH_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float3
 def _numpy(op: str, case: dict, ctx: OpContext) -> tuple[str, float]:
     import numpy as np
 
-    from collector.backends.cpu import blas_name
+    from perfledger.collector.backends.cpu import blas_name
 
     m, n, k = int(case["m"]), int(case["n"]), int(case["k"])
     rng = np.random.default_rng(0)
@@ -38,6 +38,6 @@ IMPLS = {"cpu": _numpy, "torch": _torch}
 
 
 if __name__ == "__main__":
-    from collector.direct import main
+    from perfledger.collector.direct import main
 
     raise SystemExit(main("gemm"))

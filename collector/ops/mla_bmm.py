@@ -5,7 +5,7 @@ mla_gen_pre: q_nope[h,T,128] @ W_UK[h,128,512]; mla_gen_post: o[h,T,512] @ W_UV[
 
 from __future__ import annotations
 
-from collector.ops import OpContext
+from perfledger.collector.ops import OpContext
 
 SHAPES = {"mla_gen_pre": (128, 512), "mla_gen_post": (512, 128)}
 
@@ -18,7 +18,7 @@ def _dims(case: dict) -> tuple[int, int, int, int]:
 def _numpy(op: str, case: dict, ctx: OpContext) -> tuple[str, float]:
     import numpy as np
 
-    from collector.backends.cpu import blas_name
+    from perfledger.collector.backends.cpu import blas_name
 
     h, t, k, n = _dims(case)
     rng = np.random.default_rng(0)
@@ -44,6 +44,6 @@ IMPLS = {"cpu": _numpy, "torch": _torch}
 
 
 if __name__ == "__main__":
-    from collector.direct import main
+    from perfledger.collector.direct import main
 
     raise SystemExit(main("mla_bmm"))

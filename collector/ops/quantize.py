@@ -5,7 +5,7 @@ compute_scale: s = max|x| / qmax (abs + reduction). scale_matrix: q = cast(clamp
 
 from __future__ import annotations
 
-from collector.ops import OpContext, UnsupportedCase
+from perfledger.collector.ops import OpContext, UnsupportedCase
 
 QMAX = {"int8": 127.0, "fp8": 448.0}
 
@@ -60,6 +60,6 @@ IMPLS = {"cpu": _numpy, "torch": _torch}
 
 
 if __name__ == "__main__":
-    from collector.direct import main
+    from perfledger.collector.direct import main
 
     raise SystemExit(main("compute_scale"))

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from estimator.ops.base import OpModel
+from perfledger.estimator.ops.base import OpModel
 
 
 def registry() -> dict[str, OpModel]:
-    from estimator.ops.gemm import GemmModel
-    from estimator.ops.allreduce import CustomAllReduceModel
-    from estimator.ops.attention import ContextAttentionModel
-    from estimator.ops.comm import NcclModel
-    from estimator.ops.dsa_module import DsaContextModuleModel, DsaGenerationModuleModel
-    from estimator.ops.generation import GenerationAttentionModel
-    from estimator.ops.kda import KdaModel
-    from estimator.ops.mla import ContextMlaModel, GenerationMlaModel, MlaBmmModel
-    from estimator.ops.mla_module import ContextMlaModuleModel, GenerationMlaModuleModel
-    from estimator.ops.moe import MoeModel
+    from perfledger.estimator.ops.gemm import GemmModel
+    from perfledger.estimator.ops.allreduce import CustomAllReduceModel
+    from perfledger.estimator.ops.attention import ContextAttentionModel
+    from perfledger.estimator.ops.comm import NcclModel
+    from perfledger.estimator.ops.dsa_module import DsaContextModuleModel, DsaGenerationModuleModel
+    from perfledger.estimator.ops.generation import GenerationAttentionModel
+    from perfledger.estimator.ops.kda import KdaModel
+    from perfledger.estimator.ops.mla import ContextMlaModel, GenerationMlaModel, MlaBmmModel
+    from perfledger.estimator.ops.mla_module import ContextMlaModuleModel, GenerationMlaModuleModel
+    from perfledger.estimator.ops.moe import MoeModel
 
     models = [GemmModel(), MoeModel(), NcclModel(), CustomAllReduceModel(), ContextAttentionModel(),
               GenerationAttentionModel(), ContextMlaModel(), GenerationMlaModel(), MlaBmmModel(), KdaModel(),

@@ -16,12 +16,12 @@ import numpy as np
 import polars as pl
 import yaml
 
-from estimator.curve1d import eval_curve
-from estimator.errors import EmpiricalUnavailableError, NoDataError
-from estimator.ops.base import OpModel
-from estimator.sol import custom_allreduce_sol
-from estimator.sources import first_wins
-from estimator.utilgrid import curve_estimate
+from perfledger.estimator.curve1d import eval_curve
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
+from perfledger.estimator.ops.base import OpModel
+from perfledger.estimator.sol import custom_allreduce_sol
+from perfledger.estimator.sources import first_wins
+from perfledger.estimator.utilgrid import curve_estimate
 
 TABLE = "custom_allreduce_perf"
 RULE_YAML = Path(__file__).resolve().parents[1] / "allreduce.yaml"

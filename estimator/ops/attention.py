@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from estimator.attention_headsize import head_ratio, reference_head_size
-from estimator.attention_side import side_latency
-from estimator.grid import evaluate, rows_grid
-from estimator.lanes import LANE, lane_slice
-from estimator.ops.base import OpModel
-from estimator.sol import context_attention_sol
-from estimator.utilgrid import build_grid as build_util_grid
-from estimator.utilgrid import query_util
+from perfledger.estimator.attention_headsize import head_ratio, reference_head_size
+from perfledger.estimator.attention_side import side_latency
+from perfledger.estimator.grid import evaluate, rows_grid
+from perfledger.estimator.lanes import LANE, lane_slice
+from perfledger.estimator.ops.base import OpModel
+from perfledger.estimator.sol import context_attention_sol
+from perfledger.estimator.utilgrid import build_grid as build_util_grid
+from perfledger.estimator.utilgrid import query_util
 
 TABLE = "context_attention_perf"
 KV_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "int8": 1.0}
@@ -29,7 +29,7 @@ LANE_COLUMNS = ("attn_dtype", "kv_cache_dtype", "head_dim", "window_size", "num_
 
 def pool_picker(model, est, key):
     """heads -> the Grid serving it (MHA pool when heads == kv_heads, else GQA), None when that pool is empty."""
-    from estimator.errors import NoDataError
+    from perfledger.estimator.errors import NoDataError
 
     grids: dict = {}
 
@@ -58,7 +58,7 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
     A pool without any of these raises EmpiricalUnavailableError naming the slice. Queries of one pool only
     (the models' `evaluate` splits by pool), so one label answers them all.
     """
-    from estimator.errors import EmpiricalUnavailableError, NoDataError
+    from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 
     def build(mha, k, lane=None):
         try:
@@ -106,7 +106,7 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
 
 def evaluate_by_pool(model, est, key, q, mode, evaluate):
     """Run `evaluate(key, q, mode)` per pool (MHA rows, GQA rows) and merge: each pool borrows on its own."""
-    from estimator.ops.base import Answer
+    from perfledger.estimator.ops.base import Answer
 
     mha = np.asarray(q["heads"]).astype(np.int64) == int(key["kv_heads"])
     if mha.all() or not mha.any():
@@ -138,7 +138,7 @@ class ContextAttentionModel(OpModel):
     def _sol_fn(self, est, key):
         spec = est.spec(key["system"])
         if key["kv_quant"] not in KV_BYTES or key["fmha_quant"] not in FMHA_DTYPE:
-            from estimator.errors import UnknownQuantError
+            from perfledger.estimator.errors import UnknownQuantError
 
             raise UnknownQuantError(f"attention quant fmha={key['fmha_quant']!r} kv={key['kv_quant']!r} not priced")
         flops = spec.tc_flops(FMHA_DTYPE[key["fmha_quant"]])

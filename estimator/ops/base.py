@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from estimator.errors import EmpiricalUnavailableError, NoDataError
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 
 MODES = ("silicon", "hybrid", "empirical", "sol")
 TIERS = ("sol", "silicon", "empirical", "xshape", "xquant", "xprofile")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from estimator.curve1d import eval_curve
-from estimator.errors import EmpiricalUnavailableError, NoDataError
-from estimator.ops.base import OpModel
-from estimator.quant import quant_profile
-from estimator.sol import nccl_sol
-from estimator.sources import first_wins
-from estimator.utilgrid import curve_estimate
+from perfledger.estimator.curve1d import eval_curve
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
+from perfledger.estimator.ops.base import OpModel
+from perfledger.estimator.quant import quant_profile
+from perfledger.estimator.sol import nccl_sol
+from perfledger.estimator.sources import first_wins
+from perfledger.estimator.utilgrid import curve_estimate
 
 TABLE = "nccl_perf"
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "alltoall")

@@ -22,10 +22,10 @@ import numpy as np
 import polars as pl
 import yaml
 
-from estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
-from estimator.grid import evaluate, rows_grid
-from estimator.ops.base import OpModel
-from estimator.ops.dsa_sol import dsa_module_sol
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
+from perfledger.estimator.grid import evaluate, rows_grid
+from perfledger.estimator.ops.base import OpModel
+from perfledger.estimator.ops.dsa_sol import dsa_module_sol
 
 
 @cache

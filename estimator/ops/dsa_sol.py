@@ -26,7 +26,7 @@ import yaml
 def geometry(architecture: str) -> dict:
     table = yaml.safe_load((Path(__file__).resolve().parents[1] / "dsa.yaml").read_text())["roofline"]
     if architecture not in table:
-        from estimator.errors import EstimatorError
+        from perfledger.estimator.errors import EstimatorError
 
         raise EstimatorError(f"dsa.yaml roofline: no geometry for architecture {architecture!r}; known: {', '.join(table)}")
     g = table[architecture]

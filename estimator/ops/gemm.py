@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from estimator.errors import EmpiricalUnavailableError, NoDataError
-from estimator.nesting import nested_order
-from estimator.ops.base import OpModel, Queries
-from estimator.quant import quant_profile, util_level
-from estimator.quantize import overhead, overhead_empirical
-from estimator.sites import build_sites, silicon
-from estimator.sol import gemm_sol
-from estimator.transfer import pick_reference
-from estimator.utilgrid import build_grid, query_util
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
+from perfledger.estimator.nesting import nested_order
+from perfledger.estimator.ops.base import OpModel, Queries
+from perfledger.estimator.quant import quant_profile, util_level
+from perfledger.estimator.quantize import overhead, overhead_empirical
+from perfledger.estimator.sites import build_sites, silicon
+from perfledger.estimator.sol import gemm_sol
+from perfledger.estimator.transfer import pick_reference
+from perfledger.estimator.utilgrid import build_grid, query_util
 
 TABLE = "gemm_perf"
 NEST = ["gemm_dtype", "m", "n", "k"]

@@ -10,16 +10,16 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from estimator.grid import evaluate, rows_grid
-from estimator.lanes import LANE, lane_slice
-from estimator.ops.attention import (
+from perfledger.estimator.grid import evaluate, rows_grid
+from perfledger.estimator.lanes import LANE, lane_slice
+from perfledger.estimator.ops.attention import (
     KV_BYTES,
     evaluate_by_pool,
     pool_picker,
     pooled_empirical,
 )
-from estimator.ops.base import OpModel
-from estimator.sol import generation_attention_sol
+from perfledger.estimator.ops.base import OpModel
+from perfledger.estimator.sol import generation_attention_sol
 
 TABLE = "generation_attention_perf"
 AXES = ("num_heads", "batch_size", "seq")  # seq = kv step + 1: the log-space transfer distance uses it

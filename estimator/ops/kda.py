@@ -19,11 +19,11 @@ import numpy as np
 import polars as pl
 import yaml
 
-from estimator.curve1d import eval_curve
-from estimator.errors import EmpiricalUnavailableError, NoDataError
-from estimator.grid import evaluate, rows_grid
-from estimator.ops.base import Answer, OpModel, Queries, tier_codes
-from estimator.sol import kda_sol
+from perfledger.estimator.curve1d import eval_curve
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
+from perfledger.estimator.grid import evaluate, rows_grid
+from perfledger.estimator.ops.base import Answer, OpModel, Queries, tier_codes
+from perfledger.estimator.sol import kda_sol
 
 TABLE = "kda_perf"
 PHASES = ("context", "generation")

@@ -18,12 +18,12 @@ import numpy as np
 import polars as pl
 import yaml
 
-from estimator.curve1d import eval_curve
-from estimator.grid import evaluate, rows_grid, table_slice
-from estimator.ops.base import OpModel
-from estimator.sol import context_mla_sol, generation_mla_sol, mla_bmm_sol
-from estimator.utilgrid import build_grid as build_util_grid
-from estimator.utilgrid import query_util
+from perfledger.estimator.curve1d import eval_curve
+from perfledger.estimator.grid import evaluate, rows_grid, table_slice
+from perfledger.estimator.ops.base import OpModel
+from perfledger.estimator.sol import context_mla_sol, generation_mla_sol, mla_bmm_sol
+from perfledger.estimator.utilgrid import build_grid as build_util_grid
+from perfledger.estimator.utilgrid import query_util
 
 
 @cache
@@ -34,7 +34,7 @@ def dims() -> dict:
 def _bytes(table: str, quant: str) -> float:
     sizes = dims()[table]
     if quant not in sizes:
-        from estimator.errors import UnknownQuantError
+        from perfledger.estimator.errors import UnknownQuantError
 
         raise UnknownQuantError(f"MLA quant {quant!r} not priced (mla.yaml {table}: {', '.join(sizes)})")
     return float(sizes[quant])
@@ -71,7 +71,7 @@ class _GridModel(OpModel):
 
     def empirical(self, est, key, q, shared: bool = False):
         """SOL / util, util from a UtilGrid over the slice's own samples (no transfer ladder: 0.12.0 has none here)."""
-        from estimator.errors import EmpiricalUnavailableError, NoDataError
+        from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 
         def build():
             try:
@@ -143,7 +143,7 @@ class MlaBmmModel(_GridModel):
 
     def _bmm_rows(self, est, key, shared: bool = True) -> tuple[str, pl.DataFrame]:
         """(quant read, rows) for this phase; a quant without rows of its own may read its mla.yaml fallback."""
-        from estimator.errors import NoDataError
+        from perfledger.estimator.errors import NoDataError
 
         names = dims()["bmm_op_names"]
         if key["phase"] not in names:
@@ -186,7 +186,7 @@ class MlaBmmModel(_GridModel):
 
     def empirical(self, est, key, q, shared: bool = False):
         """SOL / util over one head count's token samples: the query's count, else the next one up (none above)."""
-        from estimator.errors import EmpiricalUnavailableError, NoDataError
+        from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 
         try:
             quant, rows = self._bmm_rows(est, key, shared)

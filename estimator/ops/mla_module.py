@@ -23,11 +23,11 @@ from functools import lru_cache
 import numpy as np
 import polars as pl
 
-from estimator.errors import EstimatorError, NoDataError
-from estimator.ops.mla import ContextMlaModel, GenerationMlaModel, _bytes, _flops, dims
-from estimator.quant import quant_profile
-from estimator.sol import generation_mla_sol, mla_bmm_sol
-from estimator.sources import first_wins
+from perfledger.estimator.errors import EstimatorError, NoDataError
+from perfledger.estimator.ops.mla import ContextMlaModel, GenerationMlaModel, _bytes, _flops, dims
+from perfledger.estimator.quant import quant_profile
+from perfledger.estimator.sol import generation_mla_sol, mla_bmm_sol
+from perfledger.estimator.sources import first_wins
 
 BMMS_PER_BLOCK = 2  # decode block = pre BMM (q·W_UK) + absorbed MLA kernel + post BMM (·W_UV)
 
@@ -35,7 +35,7 @@ BMMS_PER_BLOCK = 2  # decode block = pre BMM (q·W_UK) + absorbed MLA kernel + p
 @lru_cache(maxsize=None)
 def model_heads(model: str) -> int:
     """Attention heads of a model named in a module row (its HF config, `text_config` for multimodal ones)."""
-    from estimator.assembly import model_config_path
+    from perfledger.estimator.assembly import model_config_path
 
     cfg = json.loads(model_config_path(model).read_text())
     heads = cfg.get("num_attention_heads") or (cfg.get("text_config") or {}).get("num_attention_heads")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from estimator.curve1d import eval_curve
-from estimator.errors import EmpiricalUnavailableError, NoDataError
-from estimator.ops.base import OpModel
-from estimator.quant import quant_profile, util_level
-from estimator.transfer import feature_distance, log_spans, pick_reference
-from estimator.utilgrid import build_grid, query_util
-from estimator.sources import first_wins, table_info
-from estimator.sol import moe_sol
+from perfledger.estimator.curve1d import eval_curve
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
+from perfledger.estimator.ops.base import OpModel
+from perfledger.estimator.quant import quant_profile, util_level
+from perfledger.estimator.transfer import feature_distance, log_spans, pick_reference
+from perfledger.estimator.utilgrid import build_grid, query_util
+from perfledger.estimator.sources import first_wins, table_info
+from perfledger.estimator.sol import moe_sol
 
 TABLE = "moe_perf"
 MIN_LATENCY_MAX_TOKENS = 128  # trtllm nvfp4 gated MoE probes its min-latency kernel table up to here

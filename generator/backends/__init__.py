@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from generator.backends.base import Backend, Launch
-from generator.backends.sglang import SglangBackend
-from generator.backends.trtllm import TrtllmBackend
-from generator.backends.vllm import VllmBackend
-from generator.mapping import load_mapping
+from perfledger.generator.backends.base import Backend, Launch
+from perfledger.generator.backends.sglang import SglangBackend
+from perfledger.generator.backends.trtllm import TrtllmBackend
+from perfledger.generator.backends.vllm import VllmBackend
+from perfledger.generator.mapping import load_mapping
 
 REGISTRY: dict[str, type[Backend]] = {cls.name: cls for cls in (VllmBackend, SglangBackend, TrtllmBackend)}
 

@@ -6,11 +6,11 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from generator.allowlist import allowed, check_flags
-from generator.errors import GeneratorError
-from generator.flags import EngineFlags, flag_value, translate
-from generator.mapping import Mapping
-from generator.model import Deployment, Worker
+from perfledger.generator.allowlist import allowed, check_flags
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.flags import EngineFlags, flag_value, translate
+from perfledger.generator.mapping import Mapping
+from perfledger.generator.model import Deployment, Worker
 
 DISAGG_KV_CONNECTOR = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 

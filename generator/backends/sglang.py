@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from generator.backends.base import Backend
-from generator.model import Deployment
+from perfledger.generator.backends.base import Backend
+from perfledger.generator.model import Deployment
 
 _TRANSFER_FLAG_SINCE = Version("0.5.6.post2")
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from packaging.version import Version
 
-from generator.backends.base import Backend
-from generator.errors import GeneratorError
-from generator.flags import EngineFlags
-from generator.model import Deployment, Worker
+from perfledger.generator.backends.base import Backend
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.flags import EngineFlags
+from perfledger.generator.model import Deployment, Worker
 
 _TRANSCEIVER_SINCE = Version("1.0.0rc4")
 

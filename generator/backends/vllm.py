@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from generator.backends.base import DISAGG_KV_CONNECTOR, Backend
-from generator.model import Deployment
+from perfledger.generator.backends.base import DISAGG_KV_CONNECTOR, Backend
+from perfledger.generator.model import Deployment
 
 # Dynamo < 1.0 selected the role with --is-prefill-worker / --is-decode-worker (removed in Dynamo 1.4).
 _MODERN_ROLE_FLAGS = Version("1.0.0")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from estimator.config_expr import ConfigExprError
-from ledger.matrix.build import build_rows, combinations
-from ledger.matrix.rules import load_rules
-from ledger.source import build_cells, read_or_empty
-from ledger.specs import LaneSpecError, find_spec
+from perfledger.estimator.config_expr import ConfigExprError
+from perfledger.ledger.matrix.build import build_rows, combinations
+from perfledger.ledger.matrix.rules import load_rules
+from perfledger.ledger.source import build_cells, read_or_empty
+from perfledger.ledger.specs import LaneSpecError, find_spec
 
 
 class MatrixBuildError(ValueError):
@@ -30,10 +30,10 @@ def build_matrix(wh, models: list[str], *, system: str | None = None, backend: s
     Returns:
         the support-matrix columns plus source_file/source_line, ready for `store_snapshot`.
     """
-    from estimator.batch import estimate
-    from estimator.context import Estimator
-    from estimator.sources import WarehouseSource
-    from estimator.specs import load_spec
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.context import Estimator
+    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.estimator.specs import load_spec
 
     wanted = (system, backend, version)
     filtered = any(v is not None for v in wanted)

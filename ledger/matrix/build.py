@@ -18,10 +18,10 @@ from itertools import product
 
 import polars as pl
 
-from ledger.matrix.choices import Choice, resolve_choice
-from ledger.matrix.needs import Need, derive_needs, load_config, load_needs, model_dims
-from ledger.matrix.rules import MatrixRules, load_rules
-from ledger.specs import ModelSpec, OpNeed
+from perfledger.ledger.matrix.choices import Choice, resolve_choice
+from perfledger.ledger.matrix.needs import Need, derive_needs, load_config, load_needs, model_dims
+from perfledger.ledger.matrix.rules import MatrixRules, load_rules
+from perfledger.ledger.specs import ModelSpec, OpNeed
 
 Estimate = Callable[[str, pl.DataFrame, str], pl.DataFrame]  # (op, queries, mode) -> frame with `source`
 NO_OP_MODEL = "the estimator has no {op!r} op model"
@@ -62,8 +62,8 @@ def memory_gap(spec: ModelSpec, system: str, backend: str, version: str = "",
     """The FAIL reason when the model does not fit one GPU of the rules' `memory_fit` replica (total over
     capacity, or KV over the backend's KV budget), else None. A model the memory model cannot size is a FAIL
     that says so, never a pass by omission."""
-    from estimator.errors import EstimatorError
-    from estimator.memory import GIB, deployment_memory
+    from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.memory import GIB, deployment_memory
 
     rules = rules or load_rules()
     fit = rules.memory_fit
@@ -105,7 +105,7 @@ def weakest(tiers: list[str], order: tuple[str, ...]) -> str:
 def price(estimate: Estimate, op: str, queries: pl.DataFrame, order: tuple[str, ...]) -> tuple[str | None, str | None]:
     """(tier, None) when priced, (None, reason) when not: SILICON first, then HYBRID. The tier is the
     answer's own `source` (a SILICON answer may be a roofline alone: tier `sol`, never a PASS)."""
-    from estimator.errors import EstimatorError
+    from perfledger.estimator.errors import EstimatorError
 
     try:
         out = estimate(op, queries, "silicon")
@@ -202,7 +202,7 @@ def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Est
                flops_by_system: dict[str, dict[str, float]], lane_rows: dict[tuple, int],
                rules: MatrixRules | None = None, known_ops: frozenset[str] | None = None) -> pl.DataFrame:
     """Matrix rows (the 10 support-matrix columns), both modes for every combination."""
-    from estimator.ops import registry
+    from perfledger.estimator.ops import registry
 
     rules = rules or load_rules()
     pricer = Pricer(estimate, known_ops if known_ops is not None else frozenset(registry()), rules.source_tiers)

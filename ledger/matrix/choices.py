@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ledger.matrix.needs import Need
+    from perfledger.ledger.matrix.needs import Need
 
 PriceOne = Callable[["Need"], tuple[str | None, str | None]]  # need -> (tier, None) or (None, "label: reason")
 

@@ -22,8 +22,8 @@ def emit(payload, as_json: bool, text: str) -> None:
 
 
 def _warehouse(root: Optional[str]):
-    from warehouse.paths import resolve_root
-    from warehouse.store import Warehouse
+    from perfledger.warehouse.paths import resolve_root
+    from perfledger.warehouse.store import Warehouse
 
     return Warehouse(resolve_root(root))
 
@@ -35,14 +35,14 @@ def import_cmd(directory: str = typer.Argument(..., help="CSV-per-system directo
     """Validate a support matrix and store it as a labelled snapshot (re-importing a label replaces it)."""
     from pathlib import Path
 
-    from ledger.matrix.reader import MatrixFormatError, read_matrix
-    from ledger.matrix.store import SnapshotError, store_snapshot
-    from ledger.matrix.summary import summarize
+    from perfledger.ledger.matrix.reader import MatrixFormatError, read_matrix
+    from perfledger.ledger.matrix.store import SnapshotError, store_snapshot
+    from perfledger.ledger.matrix.summary import summarize
 
     try:
         frame = read_matrix(Path(directory))
         wh = _warehouse(warehouse)
-        from warehouse.lock import run_lock
+        from perfledger.warehouse.lock import run_lock
 
         with run_lock(wh.root, purpose="matrix import"):
             store_snapshot(wh, frame, label, str(Path(directory).resolve()))
@@ -57,8 +57,8 @@ def count_cmd(model: str = typer.Option(..., "--model", help="HuggingFaceID, e.g
               label: Optional[str] = typer.Option(None, "--label", help="Snapshot label (default: latest import)."),
               warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
     """Rows of one model in a stored snapshot, by status."""
-    from ledger.matrix.store import SnapshotError, read_snapshot
-    from ledger.matrix.summary import count_model
+    from perfledger.ledger.matrix.store import SnapshotError, read_snapshot
+    from perfledger.ledger.matrix.summary import count_model
 
     try:
         label, frame = read_snapshot(_warehouse(warehouse), label)
@@ -73,9 +73,9 @@ def compare_cmd(old: str = typer.Argument(..., help="Old state: a stored label, 
                 new: str = typer.Argument(..., help="New state: a stored label, a directory or a CSV."),
                 warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
     """Added/removed/changed rows on the six-column key. Exit 0 same, 1 changes, 2 a blocking transition."""
-    from ledger.matrix.compare import compare_matrices
-    from ledger.matrix.reader import MatrixFormatError
-    from ledger.matrix.store import SnapshotError, resolve
+    from perfledger.ledger.matrix.compare import compare_matrices
+    from perfledger.ledger.matrix.reader import MatrixFormatError
+    from perfledger.ledger.matrix.store import SnapshotError, resolve
 
     try:
         wh = _warehouse(warehouse)
@@ -99,7 +99,7 @@ def compare_cmd(old: str = typer.Argument(..., help="Old state: a stored label, 
 @matrix_app.command("labels")
 def labels_cmd(warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
     """Stored snapshot labels with row counts, oldest first."""
-    from ledger.matrix.store import labels
+    from perfledger.ledger.matrix.store import labels
 
     rows = labels(_warehouse(warehouse)).to_dicts()
     if as_json:
@@ -121,11 +121,11 @@ def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names
 
     A filtered build (--system/--backend/--version) must not replace the full default snapshot with a
     subset: it needs --no-store or another --label. With --no-store the rows are printed."""
-    from ledger.matrix.api import MatrixBuildError, build_matrix
-    from ledger.matrix.rules import load_rules
-    from ledger.matrix.store import BUILT_SOURCE, store_snapshot
-    from ledger.matrix.summary import summarize
-    from warehouse.lock import run_lock
+    from perfledger.ledger.matrix.api import MatrixBuildError, build_matrix
+    from perfledger.ledger.matrix.rules import load_rules
+    from perfledger.ledger.matrix.store import BUILT_SOURCE, store_snapshot
+    from perfledger.ledger.matrix.summary import summarize
+    from perfledger.warehouse.lock import run_lock
 
     filtered = any(v is not None for v in (system, backend, version))
     if filtered and store and label == "perfledger":
@@ -154,10 +154,10 @@ def explain_cmd(model: str = typer.Argument(..., help="HF id or spec name (kimi-
                 ours: str = typer.Option("perfledger", "--ours", help="Our built matrix: a stored label, directory or CSV."),
                 warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
     """Where our matrix and the imported one disagree for a model: keys counted by transition and reason."""
-    from ledger.matrix.explain import model_disagreements
-    from ledger.matrix.reader import MatrixFormatError
-    from ledger.matrix.store import SnapshotError, resolve
-    from ledger.specs import LaneSpecError, find_spec
+    from perfledger.ledger.matrix.explain import model_disagreements
+    from perfledger.ledger.matrix.reader import MatrixFormatError
+    from perfledger.ledger.matrix.store import SnapshotError, resolve
+    from perfledger.ledger.specs import LaneSpecError, find_spec
 
     try:
         spec = find_spec(model)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ledger.matrix.rules import MatrixRules, Transition, load_rules
+from perfledger.ledger.matrix.rules import MatrixRules, Transition, load_rules
 
 EXIT_SAME, EXIT_CHANGED, EXIT_BLOCKING = 0, 1, 2
 
@@ -96,6 +96,6 @@ def error_signature(err_msg: str | None, limit: int = 200) -> str:
 
 def model_disagreements(ours: pl.DataFrame, imported: pl.DataFrame, model: str) -> dict:
     """Where our matrix and an imported one disagree (see ledger/matrix/explain.py, which owns it)."""
-    from ledger.matrix.explain import model_disagreements as explain
+    from perfledger.ledger.matrix.explain import model_disagreements as explain
 
     return explain(ours, imported, model)

@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from ledger.matrix.compare import compare_matrices, error_signature
-from ledger.matrix.rules import load_rules
+from perfledger.ledger.matrix.compare import compare_matrices, error_signature
+from perfledger.ledger.matrix.rules import load_rules
 
 REASONS_FILE = Path(__file__).with_name("reasons.yaml")
 

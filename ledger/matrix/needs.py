@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from estimator.config_expr import ConfigExprError, config_dims, evaluate
+from perfledger.estimator.config_expr import ConfigExprError, config_dims, evaluate
 
 NEEDS_FILE = Path(__file__).with_name("needs.yaml")
 PHASES = ("context", "generation")
@@ -49,8 +49,8 @@ def model_dims(config: dict, source: str, fields: dict[str, list]) -> dict[str, 
 
 def load_config(model: str) -> tuple[dict, str]:
     """The model's HF config.json (wheel model_configs/, then ../shared/aic/model_configs/)."""
-    from estimator.assembly import model_config_path
-    from estimator.errors import EstimatorError
+    from perfledger.estimator.assembly import model_config_path
+    from perfledger.estimator.errors import EstimatorError
 
     try:
         path = model_config_path(model)
@@ -93,7 +93,7 @@ def _need(t: dict, names: dict, labels: dict, phase: str, where: str) -> Need:
 
 def _choice(t: dict, names: dict, labels: dict, phase: str, where: str):
     """An `any_of` need: options in order, each {ops: [op templates], backends: [..] (optional)}."""
-    from ledger.matrix.choices import Choice, Option
+    from perfledger.ledger.matrix.choices import Choice, Option
 
     if "op" in t or not isinstance(t["any_of"], list) or not t["any_of"]:
         raise NeedsError(f"{where}.any_of: expected a non-empty list of options (and no `op` beside it)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ledger.matrix.rules import MatrixRules, load_rules
+from perfledger.ledger.matrix.rules import MatrixRules, load_rules
 
 
 class MatrixFormatError(ValueError):

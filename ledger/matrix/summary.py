@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ledger.matrix.rules import load_rules
+from perfledger.ledger.matrix.rules import load_rules
 
 
 def by_status(frame: pl.DataFrame) -> dict[str, int]:

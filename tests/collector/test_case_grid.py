@@ -7,8 +7,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.case_grid import CaseGridError, Task, canonical, load_grid, parse_grid, plan_hash, select_tasks, task_id
-from collector.registry import load_registry
+from perfledger.collector.case_grid import CaseGridError, Task, canonical, load_grid, parse_grid, plan_hash, select_tasks, task_id
+from perfledger.collector.registry import load_registry
 
 
 def _grid(doc):

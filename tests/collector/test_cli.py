@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 import yaml
 
-from collector.backends import BackendUnavailable, get_backend
-from collector.registry import load_registry
+from perfledger.collector.backends import BackendUnavailable, get_backend
+from perfledger.collector.registry import load_registry
 from tests.collector.conftest import REPO, cli, cli_json, write_grid
 
 CPU_OPS = sorted(load_registry().ops_for("cpu"))
@@ -102,7 +102,7 @@ def test_torch_backend_is_guarded():
 
 def test_mode1_direct_module_run(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="5")
-    proc = subprocess.run([sys.executable, "-m", "collector.ops.quantize", "--op", "scale_matrix", "--device", "0",
+    proc = subprocess.run([sys.executable, "-m", "perfledger.collector.ops.quantize", "--op", "scale_matrix", "--device", "0",
                            "--out", str(tmp_path), "--m", "16", "128", "--k", "1024"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from collector.failures import CLASSES, classify, errors_path, make_record, read_errors, write_errors
+from perfledger.collector.failures import CLASSES, classify, errors_path, make_record, read_errors, write_errors
 
 # (error_type, message) -> class. Messages are the texts the reference collector and its frameworks emit,
 # as quoted in ../shared/docs/collector-reference.md §2.3 (OOM/IMA detection, int32 guards, worker deaths).

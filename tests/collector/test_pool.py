@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from collector.case_grid import task_id
-from collector.failures import read_errors
+from perfledger.collector.case_grid import task_id
+from perfledger.collector.failures import read_errors
 from tests.collector.conftest import REPO, cli_json, read_events, write_grid
 
 F32 = "float32"

@@ -7,7 +7,7 @@ from importlib import import_module
 import pytest
 import yaml
 
-from collector.registry import RegistryError, gate_reason, load_registry, parse_registry
+from perfledger.collector.registry import RegistryError, gate_reason, load_registry, parse_registry
 from tests.collector.conftest import SHARED
 
 

@@ -12,7 +12,7 @@ import time
 import polars as pl
 import yaml
 
-from collector.staging import count_rows
+from perfledger.collector.staging import count_rows
 from tests.collector.conftest import REPO, cli, cli_json, write_grid
 
 N = 16

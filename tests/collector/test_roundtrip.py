@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from collector.registry import load_registry
+from perfledger.collector.registry import load_registry
 from tests.collector.conftest import cli, cli_json, write_grid
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("warehouse.store") is None,
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("perfledger.warehouse.store") is None,
                                 reason="the foundation's warehouse/ingest is not in the tree yet")
 
 
@@ -26,7 +26,7 @@ def test_collected_rows_land_unchanged_in_the_warehouse(tmp_path):
     assert report["failed_batches"] == [] and report["rows_quarantined"] == 0
     assert report["tables"] == {"gemm_perf": 3, "computescale_perf": 4, "scale_matrix_perf": 4}
 
-    from warehouse.store import Warehouse
+    from perfledger.warehouse.store import Warehouse
 
     store = Warehouse(wh)
     for op in ("gemm", "compute_scale", "scale_matrix"):

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.lockfile import HOST, FileLock
-from collector.staging import PREFIX, RowContext, StagingError, append_rows, count_rows
+from perfledger.collector.lockfile import HOST, FileLock
+from perfledger.collector.staging import PREFIX, RowContext, StagingError, append_rows, count_rows
 from tests.collector.conftest import COLLECTED, REPO
 
 CTX = RowContext("numpy", "2.4.6", "Intel(R) Xeon(R) Processor", "gemm", "numpy_scipy-openblas")
@@ -97,7 +97,7 @@ def test_lock_stale_by_age_is_broken(tmp_path):
 
 WRITER = """
 import json, sys
-from collector.staging import RowContext, append_rows
+from perfledger.collector.staging import RowContext, append_rows
 wid, n, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 ctx = RowContext("numpy", "2.4.6", "cpu", "gemm", "writer-%d" % wid)
 broke = 0

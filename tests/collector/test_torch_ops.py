@@ -9,9 +9,9 @@ from importlib import import_module
 
 import pytest
 
-from collector.backends.torch_cuda import TorchBackend
-from collector.ops import OpContext, dispatch
-from collector.registry import load_registry
+from perfledger.collector.backends.torch_cuda import TorchBackend
+from perfledger.collector.ops import OpContext, dispatch
+from perfledger.collector.registry import load_registry
 
 torch = pytest.importorskip("torch")
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from collector import meta
-from collector.case_grid import Task, parse_grid
-from collector.checkpoint import CheckpointError, load_checkpoint, open_checkpoint
-from collector.lockfile import HOST, FileLock
-from collector.runner import staged_task_ids
-from collector.staging import RowContext, append_rows
+from perfledger.collector import meta
+from perfledger.collector.case_grid import Task, parse_grid
+from perfledger.collector.checkpoint import CheckpointError, load_checkpoint, open_checkpoint
+from perfledger.collector.lockfile import HOST, FileLock
+from perfledger.collector.runner import staged_task_ids
+from perfledger.collector.staging import RowContext, append_rows
 
 GRID = parse_grid({"columns": ["op_name", "bmm_dtype", "num_tokens", "num_heads"],
                    "sweeps": [{"op_name": ["mla_gen_pre", "mla_gen_post"], "bmm_dtype": "float32",
@@ -48,10 +48,10 @@ def test_meta_merges_tables_and_refuses_another_runtime(tmp_path):
 def test_collector_hash_tracks_the_grid(tmp_path):
     grid = tmp_path / "g.yaml"
     grid.write_text("columns: [m]\n")
-    first = meta.collector_hash("collector.ops.gemm", "cpu", "gemm", grid)
+    first = meta.collector_hash("perfledger.collector.ops.gemm", "cpu", "gemm", grid)
     grid.write_text("columns: [m, n]\n")
-    assert meta.collector_hash("collector.ops.gemm", "cpu", "gemm", grid) != first
-    shipped = [meta.collector_hash("collector.ops.gemm", "cpu", "gemm") for _ in range(2)]
+    assert meta.collector_hash("perfledger.collector.ops.gemm", "cpu", "gemm", grid) != first
+    shipped = [meta.collector_hash("perfledger.collector.ops.gemm", "cpu", "gemm") for _ in range(2)]
     assert shipped[0] == shipped[1] != first
 
 
@@ -99,8 +99,8 @@ def test_plan_matches_golden():
     """Task ids of the shipped cpu gemm plan are pinned: a change here silently breaks every resume."""
     from pathlib import Path
 
-    from collector.backends import get_backend
-    from collector.runner import CollectRequest, build_plan, plan_json
+    from perfledger.collector.backends import get_backend
+    from perfledger.collector.runner import CollectRequest, build_plan, plan_json
     from tests.collector.conftest import REPO
 
     golden = REPO / "tests" / "golden" / "collector" / "plan_gemm_cpu.json"

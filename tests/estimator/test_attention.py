@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from estimator.batch import estimate
-from estimator.grid import build_grid, evaluate
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.grid import build_grid, evaluate
 
 
 def _toy():
@@ -58,9 +58,9 @@ SLICE_KEYS = ["attn_dtype", "kv_cache_dtype", "head_dim", "window_size", "num_ke
 
 def in_data(est, key: dict, heads: int, isl: int, batch: int) -> bool:
     """Whether the pool serving this query (MHA when heads == kv_heads, else GQA) answers it in-data."""
-    from estimator.errors import NoDataError
-    from estimator.grid import interpolate
-    from estimator.ops.attention import ContextAttentionModel
+    from perfledger.estimator.errors import NoDataError
+    from perfledger.estimator.grid import interpolate
+    from perfledger.estimator.ops.attention import ContextAttentionModel
 
     try:
         grid = ContextAttentionModel()._grid(est, {**key, "qk_norm": False, "lane_defaults": False}, heads == key["kv_heads"])
@@ -70,7 +70,7 @@ def in_data(est, key: dict, heads: int, isl: int, batch: int) -> bool:
 
 
 def _ours(est, row: dict, mode: str = "silicon"):
-    from estimator.errors import EstimatorError
+    from perfledger.estimator.errors import EstimatorError
 
     try:
         return estimate(est, "attention", pl.DataFrame({k: [v] for k, v in row.items()}), mode=mode).item(0, "latency_ms")
@@ -107,9 +107,9 @@ def test_context_attention_matches_reference(wheel_est, oracle, system, backend,
 
 def gen_in_data(est, key: dict, heads: int, batch: int, seq: int) -> bool:
     """Whether all 5 kv samples of a decode query fall inside the serving pool's collected grid."""
-    from estimator.errors import NoDataError
-    from estimator.grid import interpolate
-    from estimator.ops.generation import GenerationAttentionModel, kv_samples
+    from perfledger.estimator.errors import NoDataError
+    from perfledger.estimator.grid import interpolate
+    from perfledger.estimator.ops.generation import GenerationAttentionModel, kv_samples
 
     try:
         grid = GenerationAttentionModel()._grid(est, {**key, "lane_defaults": False}, heads == key["kv_heads"])

@@ -15,8 +15,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from estimator.batch import estimate
-from estimator.errors import EstimatorError
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.errors import EstimatorError
 from tests.estimator.test_attention import GEN_KEYS, SLICE_KEYS
 
 SYSTEMS = [("h200_sxm", "trtllm", "1.3.0rc20"), ("h100_sxm", "sglang", "0.5.14"), ("l40s", "vllm", "0.24.0")]
@@ -112,7 +112,7 @@ def test_windowed_pool_without_samples_borrows_the_full_attention_grid(wheel_est
 
 def test_equidistant_util_samples_resolve_in_sorted_coordinate_order():
     """A query equidistant from two samples blends with the first in (heads, isl, batch) order, whatever the file order."""
-    from estimator.ops.attention import pooled_empirical
+    from perfledger.estimator.ops.attention import pooled_empirical
 
     class Pool:  # one MHA pool: samples (1, 512, 128) and (1, 2048, 32) tie for second nearest to the clamped corner
         value_columns, group_keys = ("heads", "isl", "batch"), ("window", "head_dim")
@@ -138,7 +138,7 @@ def test_equidistant_util_samples_resolve_in_sorted_coordinate_order():
 
 
 def test_empirical_without_any_samples_is_a_typed_error(wheel_est):
-    from estimator.errors import EmpiricalUnavailableError
+    from perfledger.estimator.errors import EmpiricalUnavailableError
 
     row = dict(system="h200_sxm", backend="trtllm", version="1.3.0rc20", kv_quant="bfloat16", head_dim=128, window=0,
                kv_heads=3, heads=9, batch=8, seq=1000)

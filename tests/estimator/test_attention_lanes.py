@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from estimator.lanes import framework_default, lane_order, pinned_walk, version_key
-from estimator.ops.attention import LANE_COLUMNS
+from perfledger.estimator.lanes import framework_default, lane_order, pinned_walk, version_key
+from perfledger.estimator.ops.attention import LANE_COLUMNS
 
 DEFAULTS = {"sglang": {"0.5.14": {90: "fa3", 100: "triton", 120: "flashinfer"}, "0.5.20": {120: "triton"}},
             "vllm": {"0.24.0": {90: "default"}}}
@@ -60,23 +60,23 @@ def test_lane_order_pins_only_with_a_defaults_entry(wheel_est):
 @pytest.mark.aic
 def test_missing_defaults_file_means_no_pin(monkeypatch, tmp_path):
     """A wheel without systems/attention_lane_defaults.yaml: static walks lanes by density, like the op level."""
-    import estimator.specs
-    from estimator.context import Estimator, open_source
+    from perfledger.estimator import specs
+    from perfledger.estimator.context import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
-    monkeypatch.setattr(estimator.specs, "wheel_systems_dir", lambda: tmp_path)
+    monkeypatch.setattr(specs, "wheel_systems_dir", lambda: tmp_path)
     args = ("rtx_pro_6000_server", "sglang", "0.5.14", "context_attention_perf", LANE_COLUMNS)
     assert lane_order(est, *args, True) == lane_order(est, *args) and lane_order(est, *args)[0] == "triton"
 
 
 @pytest.mark.aic
 def test_malformed_defaults_file_names_it(monkeypatch, tmp_path):
-    import estimator.specs
-    from estimator.context import Estimator, open_source
+    from perfledger.estimator import specs
+    from perfledger.estimator.context import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
     (tmp_path / "attention_lane_defaults.yaml").write_text("- just\n- a list\n")
-    monkeypatch.setattr(estimator.specs, "wheel_systems_dir", lambda: tmp_path)
+    monkeypatch.setattr(specs, "wheel_systems_dir", lambda: tmp_path)
     with pytest.raises(ValueError, match="attention_lane_defaults.yaml: expected a mapping"):
         lane_order(est, "rtx_pro_6000_server", "sglang", "0.5.14", "context_attention_perf", LANE_COLUMNS, True)
 

@@ -45,8 +45,8 @@ def test_out_of_data_generation_attention_matches_reference(wheel_est, oracle, s
     """Decode queries whose 5 kv samples leave the pool's grid (s = 2 included: a kv step of 0)."""
     import polars as pl
 
-    from estimator.batch import estimate
-    from estimator.errors import EstimatorError
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.errors import EstimatorError
     from tests.estimator.test_attention import gen_in_data
 
     rng = np.random.default_rng(zlib.crc32(f"gen-transfer/{system}/{backend}".encode()))

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from estimator.assembly import Deploy, static
-from estimator.checkpoint_quant import QUANTS, infer, resolve
-from estimator.errors import EstimatorError
+from perfledger.estimator.assembly import Deploy, static
+from perfledger.estimator.checkpoint_quant import QUANTS, infer, resolve
+from perfledger.estimator.errors import EstimatorError
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_CONFIGS = REPO / ".." / "shared" / "aic" / "model_configs"
@@ -22,7 +22,7 @@ BACKENDS = ("trtllm", "sglang", "vllm")
 
 
 def _wheel_configs() -> Path | None:
-    from estimator.specs import wheel_systems_dir
+    from perfledger.estimator.specs import wheel_systems_dir
 
     return wheel_systems_dir().parent / "model_configs" if wheel_systems_dir() is not None else None
 

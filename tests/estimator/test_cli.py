@@ -93,7 +93,7 @@ def test_static_prices_kimi_k3_like_the_reference_and_a_backend_without_a_plan_e
 
 def test_static_reports_memory_per_gpu_and_says_when_it_does_not_fit():
     """The memory object is the parity-checked memory model at the static run's deployment and quants."""
-    from estimator.memory import static_memory
+    from perfledger.estimator.memory import static_memory
 
     qwen = ["static", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.24.0",
             "--tp", "2", "--batch", "8", "--isl", "1000", "--osl", "100", "--data", "aic-package"]

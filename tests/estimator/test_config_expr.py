@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from estimator.config_expr import ConfigExprError, config_dims, evaluate
+from perfledger.estimator.config_expr import ConfigExprError, config_dims, evaluate
 
 
 @given(a=st.integers(1, 10**6), b=st.integers(1, 10**4), c=st.integers(0, 64))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from estimator.cross_backend import LENDER_RANK, SHARED_MANIFEST, lenders, load_manifest, manifest_path
-from estimator.errors import NoDataError
-from estimator.sources import TreeSource
+from perfledger.estimator.cross_backend import LENDER_RANK, SHARED_MANIFEST, lenders, load_manifest, manifest_path
+from perfledger.estimator.errors import NoDataError
+from perfledger.estimator.sources import TreeSource
 
 GROUPS = (
     {"op_file": "kda_perf.parquet", "kernel_source": "conv", "tier": "shared", "frameworks": ["sglang", "vllm"]},

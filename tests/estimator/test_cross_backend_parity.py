@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from estimator.batch import estimate
-from estimator.errors import NoDataError
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.errors import NoDataError
 
 pytestmark = pytest.mark.aic
 GLM = "GlmMoeDsaForCausalLM"

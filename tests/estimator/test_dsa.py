@@ -8,9 +8,9 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from estimator.batch import estimate_one
-from estimator.dsa import prefill_dsa
-from estimator.errors import EstimatorError, NoDataError
+from perfledger.estimator.batch import estimate_one
+from perfledger.estimator.dsa import prefill_dsa
+from perfledger.estimator.errors import EstimatorError, NoDataError
 from perfledger.cli import app
 
 pytestmark = pytest.mark.aic

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from estimator.batch import estimate
-from estimator.errors import EstimatorError
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.errors import EstimatorError
 from tests.estimator.querygen import gemm_queries
 
 pytestmark = pytest.mark.aic

@@ -8,10 +8,10 @@ import random
 import pytest
 from typer.testing import CliRunner
 
-from estimator.assembly import Deploy, load_model, static
-from estimator.batch import estimate_one
-from estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
-from estimator.glm5 import _attention_bf16, _module_quant
+from perfledger.estimator.assembly import Deploy, load_model, static
+from perfledger.estimator.batch import estimate_one
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
+from perfledger.estimator.glm5 import _attention_bf16, _module_quant
 
 RULES = {"full_indexer": "full", "attention_block": "self_attn", "shared_experts": "shared_expert",
          "attention_groups": {"q": ["q_a_proj", "q_b_proj", "q_proj"], "kv": ["kv_a_proj", "kv_b_proj", "kv_proj"],

@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from estimator.assembly import Deploy, static
-from estimator.batch import estimate
-from estimator.errors import NoDataError
+from perfledger.estimator.assembly import Deploy, static
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.errors import NoDataError
 from tests.estimator.k3_reference import K3, assert_same_ops, reference
 
 L40S = ("l40s", "sglang", "0.5.14")
@@ -70,8 +70,8 @@ def test_sglang_plan_is_split_mla_and_sglang_kda_kernels(wheel_est):
 
 
 def test_an_unknown_mla_form_in_models_yaml_is_named():
-    from estimator.assembly import load_model
-    from estimator.kimi_k3 import k3_ops
+    from perfledger.estimator.assembly import load_model
+    from perfledger.estimator.kimi_k3 import k3_ops
 
     m = load_model(K3)
     m = {**m, "backends": {"sglang": {**m["backends"]["sglang"], "mla": "fused"}}}

@@ -14,9 +14,9 @@ import json
 import polars as pl
 import pytest
 
-from estimator.assembly import Deploy, load_model, static
-from estimator.batch import estimate
-from estimator.errors import NoDataError
+from perfledger.estimator.assembly import Deploy, load_model, static
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.errors import NoDataError
 from tests.estimator.k3_reference import K3, assert_same_ops, reference
 
 V = "1.3.0rc20"

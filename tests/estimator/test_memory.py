@@ -7,8 +7,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from estimator.assembly import model_config_path
-from estimator.memory import (
+from perfledger.estimator.assembly import model_config_path
+from perfledger.estimator.memory import (
     GIB,
     Memory,
     MemoryModelError,
@@ -17,7 +17,7 @@ from estimator.memory import (
     footprint,
     model_dims,
 )
-from estimator.specs import load_spec
+from perfledger.estimator.specs import load_spec
 
 BF16 = {"gemm": "bfloat16", "moe": "bfloat16", "kv": "bfloat16"}
 
@@ -165,7 +165,7 @@ def test_kv_budget_equals_the_reference_oom_check(model, system, backend, versio
 
 def test_static_memory_object_takes_the_static_estimates_quants():
     """What `estimate static --json` reports under "memory": GiB per GPU from static()'s resolved quants."""
-    from estimator.memory import static_memory
+    from perfledger.estimator.memory import static_memory
 
     quants = {"gemm": {"quant": "bfloat16", "source": "default"}, "moe": {"quant": "w4a16_mxfp4", "source": "checkpoint"},
               "kv": {"quant": "bfloat16", "source": "default"}, "fmha": {"quant": "bfloat16", "source": "default"}}

@@ -8,10 +8,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from estimator.batch import estimate
-from estimator.errors import EstimatorError, UnknownQuantError
-from estimator.ops.mla import dims
-from estimator.sol import mla_bmm_sol
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.errors import EstimatorError, UnknownQuantError
+from perfledger.estimator.ops.mla import dims
+from perfledger.estimator.sol import mla_bmm_sol
 
 MLA_SLICES = [("h200_sxm", "trtllm", "1.3.0rc20"), ("b200_sxm", "trtllm", "1.3.0rc20"), ("h200_sxm", "sglang", "0.5.14"),
               ("b200_sxm", "vllm", "0.24.0")]

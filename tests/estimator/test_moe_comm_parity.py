@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from estimator.batch import estimate
-from estimator.errors import EstimatorError
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.errors import EstimatorError
 
 pytestmark = pytest.mark.aic
 
@@ -45,7 +45,7 @@ def _check(pairs):
 @pytest.mark.parametrize("system,backend,version", MOE_SLICES)
 def test_moe_silicon_matches_reference(wheel_est, oracle, system, backend, version):
     rng = np.random.default_rng(zlib.crc32(f"{system}/{backend}".encode()))
-    from estimator.ops.moe import apply_quant_overrides
+    from perfledger.estimator.ops.moe import apply_quant_overrides
 
     table = apply_quant_overrides(wheel_est.table(system, backend, version, "moe_perf", shared=True, dedupe=False))
     table = table.filter(~pl.col("kernel_source").str.contains("min_latency"))

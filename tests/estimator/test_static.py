@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.assembly import Deploy, static
+from perfledger.estimator.assembly import Deploy, static
 
 pytestmark = pytest.mark.aic
 CASES = [
@@ -47,7 +47,7 @@ def test_kimi_k3_static_matches_reference_per_op(wheel_est, oracle, ours_kw, ref
 
 def test_kimi_k3_reference_point_and_gates(wheel_est):
     """The issue's point (TTFT 4460.39 ms, decode 6662.94 ms); a backend without a plan is a typed miss."""
-    from estimator.errors import UnsupportedModelError
+    from perfledger.estimator.errors import UnsupportedModelError
 
     d = Deploy("h200_sxm", "vllm", "0.24.0", tp=8, moe_ep=8)
     ours = static(wheel_est, "moonshotai/Kimi-K3", d, batch=8, isl=4000, osl=200)
@@ -63,8 +63,8 @@ def test_kimi_k3_prices_on_the_two_model_gb300_vllm_table(wheel_est, oracle):
     """gb300 vllm 0.27.0 holds DeepSeek-V3 (128-head) and K3 (96-head) MLA module rows: the plan's native_heads picks
     K3's, as 0.12.0 does (context mla_block 40.384 ms); every op of both phases, TTFT and TPOT equal 0.12.0's. The
     module op without native_heads stays a typed miss there."""
-    from estimator.batch import estimate_one
-    from estimator.errors import NoDataError
+    from perfledger.estimator.batch import estimate_one
+    from perfledger.estimator.errors import NoDataError
     from tests.estimator.k3_reference import assert_same_ops, reference
 
     shape = dict(batch=8, isl=4000, osl=200)

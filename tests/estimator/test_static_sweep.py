@@ -8,8 +8,8 @@ import importlib.util
 
 import pytest
 
-from estimator.assembly import Deploy, static
-from estimator.errors import UnsupportedModelError
+from perfledger.estimator.assembly import Deploy, static
+from perfledger.estimator.errors import UnsupportedModelError
 from tests.estimator.conftest import REPO
 
 pytestmark = pytest.mark.aic
@@ -118,7 +118,7 @@ def test_static_attention_lane_pin_matches_reference_op(wheel_est, oracle, syste
     import polars as pl
     from aiconfigurator_core import _aiconfigurator_core as core
 
-    from estimator.batch import estimate
+    from perfledger.estimator.batch import estimate
 
     kv = oracle.common.KVCacheQuantMode["bfloat16"]
     base = {"system": system, "backend": "sglang", "version": version, "kv_quant": "bfloat16", "head_dim": head_dim,
@@ -149,7 +149,7 @@ def test_static_check_point_differs_from_op_level_walk(wheel_est):
     """The issue's numbers: pinned (flashinfer first) 0.8793036140680891 ms, density walk (triton first) 1.78986 ms."""
     import polars as pl
 
-    from estimator.batch import estimate
+    from perfledger.estimator.batch import estimate
 
     row = {"system": "rtx_pro_6000_server", "backend": "sglang", "version": "0.5.14", "fmha_quant": "bfloat16",
            "kv_quant": "bfloat16", "head_dim": 128, "window": 0, "kv_heads": 4, "heads": 48, "isl": 589, "batch": 52,

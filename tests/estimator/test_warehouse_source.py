@@ -6,9 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from estimator.batch import estimate
-from estimator.context import Estimator
-from estimator.sources import TreeSource, WarehouseSource
+from perfledger.estimator.batch import estimate
+from perfledger.estimator.context import Estimator
+from perfledger.estimator.sources import TreeSource, WarehouseSource
 from tests.estimator.conftest import SHARED_DATA
 
 GEMM = SHARED_DATA / "h200_sxm" / "gemm" / "trtllm"
@@ -16,8 +16,8 @@ GEMM = SHARED_DATA / "h200_sxm" / "gemm" / "trtllm"
 
 @pytest.fixture(scope="module")
 def warehouse_root(tmp_path_factory):
-    from warehouse.ingest import ingest
-    from warehouse.store import Warehouse
+    from perfledger.warehouse.ingest import ingest
+    from perfledger.warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("wh")
     report = ingest([str(GEMM / v) for v in ("1.2.0rc5", "1.3.0rc10", "1.3.0rc15")], Warehouse(root))
@@ -47,7 +47,7 @@ def test_warehouse_and_tree_give_identical_answers(warehouse_root):
 
 
 def test_missing_table_in_warehouse_is_named(warehouse_root):
-    from estimator.errors import NoDataError
+    from perfledger.estimator.errors import NoDataError
 
     with pytest.raises(NoDataError, match="moe_perf"):
         WarehouseSource(warehouse_root).resolve("h200_sxm", "trtllm", "1.3.0rc20", "moe_perf")
@@ -55,8 +55,8 @@ def test_missing_table_in_warehouse_is_named(warehouse_root):
 
 def test_cache_follows_the_batches_version(tmp_path):
     """A source instance keeps its reuse/version lists until an ingest commits a new batches version."""
-    from warehouse.ingest import ingest
-    from warehouse.store import Warehouse
+    from perfledger.warehouse.ingest import ingest
+    from perfledger.warehouse.store import Warehouse
 
     wh = Warehouse(tmp_path)
     ingest([str(GEMM / "1.2.0rc5")], wh)
@@ -72,7 +72,7 @@ def test_cache_follows_the_batches_version(tmp_path):
 
 
 def test_a_remembered_miss_still_raises_the_typed_error(warehouse_root):
-    from estimator.errors import NoDataError
+    from perfledger.estimator.errors import NoDataError
 
     est = Estimator(WarehouseSource(warehouse_root))
     for _ in range(2):
@@ -83,8 +83,8 @@ def test_a_remembered_miss_still_raises_the_typed_error(warehouse_root):
 @pytest.fixture(scope="module")
 def kda_warehouse(tmp_path_factory):
     """b200 KDA rows of sglang 0.5.16 and the vLLM version that lends it causal_conv1d_fn_qkv3 rows."""
-    from warehouse.ingest import ingest
-    from warehouse.store import Warehouse
+    from perfledger.warehouse.ingest import ingest
+    from perfledger.warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("kda_wh")
     kda = SHARED_DATA / "b200_sxm" / "kda"
@@ -95,7 +95,7 @@ def kda_warehouse(tmp_path_factory):
 
 def test_warehouse_lends_across_backends_like_the_tree(kda_warehouse):
     """No manifest beside the warehouse: ../shared's catalog lends vLLM's conv rows, as for the tree."""
-    from estimator.cross_backend import SHARED_MANIFEST, manifest_path
+    from perfledger.estimator.cross_backend import SHARED_MANIFEST, manifest_path
 
     wh, tree = WarehouseSource(kda_warehouse), TreeSource(SHARED_DATA)
     assert manifest_path(wh) == manifest_path(tree) == SHARED_MANIFEST

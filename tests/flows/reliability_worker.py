@@ -28,9 +28,9 @@ def table_versions(root: Path) -> dict[str, int | None]:
 def main(argv: list[str]) -> None:
     mode, root, *sources = argv
     if mode == "ingest":
-        from ledger.hooks import on_ingest
-        from warehouse.ingest import ingest
-        from warehouse.store import Warehouse
+        from perfledger.ledger.hooks import on_ingest
+        from perfledger.warehouse.ingest import ingest
+        from perfledger.warehouse.store import Warehouse
 
         print("READY", flush=True)
         sys.stdin.readline()  # the test says when to start (it pre-spawns workers while it checks the last one)

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from flows.backfill import BackfillError, collection_dates, parse_day, window_batches
+from perfledger.flows.backfill import BackfillError, collection_dates, parse_day, window_batches
 from perfledger.cli import app
 from tests.flows.conftest import write_config
-from warehouse.store import Warehouse
+from perfledger.warehouse.store import Warehouse
 
 runner = CliRunner()
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)

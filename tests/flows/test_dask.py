@@ -7,10 +7,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from flows.config import load_pipeline_config
-from flows.pipeline import run_pipeline
+from perfledger.flows.config import load_pipeline_config
+from perfledger.flows.pipeline import run_pipeline
 from tests.flows.conftest import GEMM, write_config
-from warehouse.store import Warehouse
+from perfledger.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.xdist_group("prefect")
 VOLATILE = {"ingested_at", "started_at", "finished_at", "first_ingest", "last_ingest", "at", "recorded_at", "processed_at"}

@@ -12,9 +12,9 @@ import yaml
 from typer.testing import CliRunner
 
 from perfledger.cli import app
-from warehouse.export import ExportError, export_aic, public_columns
-from warehouse.ingest import ingest
-from warehouse.store import Warehouse
+from perfledger.warehouse.export import ExportError, export_aic, public_columns
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.aic
 SLICE = Path("h200_sxm") / "gemm" / "vllm" / "0.24.0"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-from flows.keys import StageCache, content_key, file_digest
+from perfledger.flows.keys import StageCache, content_key, file_digest
 
 
 @given(st.lists(st.integers() | st.text(), max_size=5), st.lists(st.integers() | st.text(), max_size=5))

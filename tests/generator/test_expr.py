@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator.errors import GeneratorError
-from generator.expr import FUNCTIONS, parse_expr
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.expr import FUNCTIONS, parse_expr
 
 
 def run(source, **names):

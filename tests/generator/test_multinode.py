@@ -4,11 +4,11 @@ import shlex
 
 import pytest
 
-from generator.allowlist import allowed
-from generator.errors import GeneratorError
-from generator.mapping import load_mapping
-from generator.multinode import multinode_form, parse_form
-from generator.topology import pack
+from perfledger.generator.allowlist import allowed
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.mapping import load_mapping
+from perfledger.generator.multinode import multinode_form, parse_form
+from perfledger.generator.topology import pack
 
 from .conftest import example, minimal, render
 

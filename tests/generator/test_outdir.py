@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from generator.api import generate
-from generator.errors import GeneratorError
-from generator.outdir import MANIFEST
+from perfledger.generator.api import generate
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.outdir import MANIFEST
 
 from .conftest import EXAMPLES
 

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator.errors import GeneratorError, UsageError
-from generator.overrides import apply_overrides, parse_override
+from perfledger.generator.errors import GeneratorError, UsageError
+from perfledger.generator.overrides import apply_overrides, parse_override
 
 from .conftest import minimal, render
 

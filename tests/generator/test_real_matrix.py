@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from generator.errors import GeneratorError
-from generator.mapping import load_mapping
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.mapping import load_mapping
 
 from .conftest import minimal, render
 

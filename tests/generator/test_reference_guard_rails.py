@@ -6,10 +6,10 @@ Each test names the failure it guards against; goldens show the same output, the
 import pytest
 import yaml
 
-from generator.api import build_document
-from generator.errors import GeneratorError
-from generator.resolve import resolve
-from generator.scripts import bench_concurrency
+from perfledger.generator.api import build_document
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.resolve import resolve
+from perfledger.generator.scripts import bench_concurrency
 
 from .conftest import example, minimal, render
 

@@ -5,10 +5,10 @@ import subprocess
 import pytest
 import yaml
 
-from generator.errors import GeneratorError
-from generator.explain import explain
-from generator.shell import render_shell
-from generator.topology import pack
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.explain import explain
+from perfledger.generator.shell import render_shell
+from perfledger.generator.topology import pack
 
 from .conftest import COMBOS, bash_n, example, minimal, render, shellcheck_path
 

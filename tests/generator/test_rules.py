@@ -2,10 +2,10 @@
 
 import pytest
 
-from generator.errors import GeneratorError
-from generator.rule_apply import apply_rules, order_rules
-from generator.rule_parse import load_rule_set, parse_rules
-from generator.schema import load_schema
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.rule_apply import apply_rules, order_rules
+from perfledger.generator.rule_parse import load_rule_set, parse_rules
+from perfledger.generator.schema import load_schema
 
 from .conftest import minimal, render
 

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator.defaults import apply_defaults
-from generator.errors import GeneratorError
-from generator.schema import check_document, load_schema
+from perfledger.generator.defaults import apply_defaults
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.schema import check_document, load_schema
 
 from .conftest import minimal, render
 

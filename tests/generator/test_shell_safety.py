@@ -14,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from generator.errors import GeneratorError
+from perfledger.generator.errors import GeneratorError
 
 from .conftest import bash_n, example, parse_skeleton, render
 
@@ -125,7 +125,7 @@ def test_templates_never_interpolate_inside_double_quotes_or_comments():
     """A quoted word inside "..." or after # would not be one literal word; forbid it in the templates."""
     from pathlib import Path
 
-    import generator
+    import perfledger.generator as generator
 
     templates = Path(generator.__file__).parent / "templates"
     for path in templates.glob("*.j2"):

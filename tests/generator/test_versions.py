@@ -2,11 +2,11 @@
 
 import pytest
 
-from generator.allowlist import allowed, check_flags
-from generator.errors import GeneratorError
-from generator.mapping import BACKENDS, load_mapping, parse_mapping
-from generator.versions import resolve_runtime, runtime_matrix
-from generator.yamlio import load_package_yaml
+from perfledger.generator.allowlist import allowed, check_flags
+from perfledger.generator.errors import GeneratorError
+from perfledger.generator.mapping import BACKENDS, load_mapping, parse_mapping
+from perfledger.generator.versions import resolve_runtime, runtime_matrix
+from perfledger.generator.yamlio import load_package_yaml
 
 from .conftest import minimal, render
 

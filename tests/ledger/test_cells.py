@@ -5,8 +5,8 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
-from ledger.cells import derive_cells, derive_lane_cells, mismatches
-from ledger.specs import LaneSpecError, find_spec
+from perfledger.ledger.cells import derive_cells, derive_lane_cells, mismatches
+from perfledger.ledger.specs import LaneSpecError, find_spec
 from tests.ledger.curated import SHARED_DATA, read_tree_table, wheel_systems
 
 pytestmark = pytest.mark.xdist_group("ledger-test_cells")

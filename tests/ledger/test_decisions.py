@@ -3,8 +3,8 @@
 import polars as pl
 import pytest
 
-from ledger.decisions import DecisionError, make_decision, ordered
-from ledger.specs import find_spec
+from perfledger.ledger.decisions import DecisionError, make_decision, ordered
+from perfledger.ledger.specs import find_spec
 
 K3 = find_spec("kimi-k3")
 

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.cells import CELLS_SCHEMA
-from ledger.events import classify, derive_events
+from perfledger.ledger.cells import CELLS_SCHEMA
+from perfledger.ledger.events import classify, derive_events
 
 
 @pytest.mark.parametrize(("before", "after", "ks_b", "ks_a", "bb", "ba", "kind"), [

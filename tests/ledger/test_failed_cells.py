@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ledger.source import build_cells
-from ledger.specs import find_spec
-from warehouse.ingest import ingest
-from warehouse.store import Warehouse
+from perfledger.ledger.source import build_cells
+from perfledger.ledger.specs import find_spec
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.store import Warehouse
 
 
 def test_a_cell_attempted_and_failed_differs_from_one_never_attempted(tmp_path: Path) -> None:
@@ -32,8 +32,8 @@ def test_a_cell_attempted_and_failed_differs_from_one_never_attempted(tmp_path: 
 def test_ledger_events_catch_up_after_an_ingest_that_skipped_the_hook(tmp_path: Path, shared_tree: Path) -> None:
     """A run killed between its `batches` commit and the ledger hook loses no events: the next ingest,
     even one with nothing new, hands the unprocessed batch to the hook."""
-    from ledger.hooks import on_ingest
-    from ledger.record import stored_events
+    from perfledger.ledger.hooks import on_ingest
+    from perfledger.ledger.record import stored_events
 
     warehouse = Warehouse(tmp_path / "wh")
     source = str(shared_tree / "b200_sxm" / "kda" / "sglang" / "0.5.16")

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from estimator.specs import load_spec
-from ledger.matrix.build import (
+from perfledger.estimator.specs import load_spec
+from perfledger.ledger.matrix.build import (
     Pricer,
     combinations,
     hw_gap,
@@ -17,14 +17,14 @@ from ledger.matrix.build import (
     need_queries,
     weakest,
 )
-from ledger.matrix.choices import Choice
-from ledger.matrix.needs import Need
-from ledger.matrix.rules import load_rules
-from ledger.specs import find_spec
+from perfledger.ledger.matrix.choices import Choice
+from perfledger.ledger.matrix.needs import Need
+from perfledger.ledger.matrix.rules import load_rules
+from perfledger.ledger.specs import find_spec
 from perfledger.cli import app
 from tests.ledger.curated import SHARED_DATA
-from warehouse.ingest import ingest
-from warehouse.store import Warehouse
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.xdist_group("ledger-test_matrix_build")
 
@@ -48,7 +48,7 @@ def built(root):
     models = ["deepseek-v3", "kimi-k3", "qwen3-235b-a22b"]
     result = CliRunner().invoke(app, ["matrix", "build", *models, "--warehouse", str(root), "--json"])
     assert result.exit_code == 0, result.stdout
-    from ledger.matrix.store import read_snapshot
+    from perfledger.ledger.matrix.store import read_snapshot
 
     return json.loads(result.stdout.strip().splitlines()[-1]), read_snapshot(Warehouse(root), "perfledger")[1]
 
@@ -65,10 +65,10 @@ def test_pass_when_every_need_is_priced_from_collected_data(built):
 def test_hybrid_pass_carries_the_weakest_tier(root):
     import dataclasses
 
-    from estimator.batch import estimate
-    from estimator.context import Estimator
-    from estimator.sources import WarehouseSource
-    from ledger.matrix.build import build_rows
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.context import Estimator
+    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.ledger.matrix.build import build_rows
 
     qwen = find_spec("qwen3-235b-a22b")  # no w4a16_mxfp4 MoE of this shape on h200: the MoE needs an xshape transfer
     mxfp4 = dataclasses.replace(qwen, matrix=dataclasses.replace(qwen.matrix, quant={**qwen.matrix.quant, "moe": "w4a16_mxfp4"}))
@@ -80,9 +80,9 @@ def test_hybrid_pass_carries_the_weakest_tier(root):
 
 
 def pricer_over(source) -> Pricer:
-    from estimator.batch import estimate
-    from estimator.context import Estimator
-    from estimator.ops import registry
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.context import Estimator
+    from perfledger.estimator.ops import registry
 
     est = Estimator(source)
     return Pricer(lambda op, q, mode: estimate(est, op, q, mode=mode), frozenset(registry()), RULES.source_tiers)
@@ -93,8 +93,8 @@ def choices_of(model: str, mode: str = "agg") -> dict:
 
 
 def test_an_op_the_estimator_lacks_is_a_fail_that_says_so(root):
-    from estimator.sources import WarehouseSource
-    from ledger.matrix.choices import Option
+    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.ledger.matrix.choices import Option
 
     pricer = pricer_over(WarehouseSource(root))
     lacking = Need("mla_rope", "mla_rope", "mla_rope_perf", "context", (("heads", 12),))
@@ -118,8 +118,8 @@ def test_fail_names_the_first_missing_need_then_the_rest(built):
 
 def test_k3_and_v3_on_a_vllm_cell_with_module_tables_pass_through_the_module(built, root):
     """MLA priced as vLLM's measured module (first any_of option), KDA by vLLM's own scan/decode kernels."""
-    from estimator.sources import WarehouseSource
-    from ledger.matrix.choices import resolve_choice
+    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.ledger.matrix.choices import resolve_choice
 
     _, frame = built
     ok = frame.filter(pl.col("Version") == CELL[2]).select("HuggingFaceID", "Mode", "Status", "Source").rows()
@@ -146,7 +146,7 @@ def test_k3_and_v3_on_a_vllm_cell_with_module_tables_pass_through_the_module(bui
 def test_a_cell_without_mla_data_fails_naming_every_alternative():
     """b200 vLLM 0.24.0 in ../shared: no module slice, no GEMM rows for the pieces; the sglang/trtllm kernels
     are not vLLM's. The reason names each option in order, with its table."""
-    from estimator.sources import TreeSource
+    from perfledger.estimator.sources import TreeSource
 
     choice = choices_of("kimi-k3")[("mla_context_attention", "context")]
     tier, err = pricer_over(TreeSource(SHARED_DATA)).any(choice, ("b200_sxm", "vllm", "0.24.0"))
@@ -155,7 +155,7 @@ def test_a_cell_without_mla_data_fails_naming_every_alternative():
     assert first.startswith("[1] mla_context_module (context, mla_context_module_perf): no mla_context_module_perf")
     assert second.startswith("2] q_b_proj (context, gemm_perf): no gemm_perf rows for b200_sxm/vllm/0.24.0")
     assert third == "3] q_b_proj + kv_b_proj + context_mla + o_proj: not used by vllm (only sglang, trtllm)"
-    from ledger.matrix.explain import reason_of
+    from perfledger.ledger.matrix.explain import reason_of
 
     assert reason_of("FAIL", err, "") == "no option of mla_context_attention priced for that system/backend/version"
 
@@ -165,11 +165,11 @@ def test_a_priced_row_on_a_too_small_deployment_fails_naming_needed_and_availabl
     needs 3.5x the GPU and FAILs with the memory reason instead of PASS (rules.yaml memory_fit)."""
     import dataclasses
 
-    from estimator.batch import estimate
-    from estimator.context import Estimator
-    from estimator.sources import WarehouseSource
-    from ledger.matrix.build import build_rows, memory_gap
-    from ledger.matrix.explain import reason_of
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.context import Estimator
+    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.ledger.matrix.build import build_rows, memory_gap
+    from perfledger.ledger.matrix.explain import reason_of
 
     qwen, est = find_spec("qwen3-235b-a22b"), Estimator(WarehouseSource(root))
     run = lambda rules: build_rows(qwen, [CELL], lambda op, q, mode: estimate(est, op, q, mode=mode),
@@ -189,9 +189,9 @@ def test_a_priced_row_on_a_too_small_deployment_fails_naming_needed_and_availabl
 
 
 def test_a_data_gap_names_the_table_and_slice():
-    from estimator.errors import NoDataError
-    from ledger.matrix.build import Pricer
-    from ledger.matrix.needs import Need
+    from perfledger.estimator.errors import NoDataError
+    from perfledger.ledger.matrix.build import Pricer
+    from perfledger.ledger.matrix.needs import Need
 
     def estimate(op, q, mode):
         raise NoDataError(f"no moe_perf slice for quant={q['quant'][0]}")
@@ -214,7 +214,7 @@ def test_hw_rule_uses_the_system_spec():
 def test_hw_rule_takes_dtypes_from_quant_labels_fp4_named_first():
     import dataclasses
 
-    from ledger.matrix.build import required_dtypes
+    from perfledger.ledger.matrix.build import required_dtypes
 
     v3 = find_spec("deepseek-v3")
     nvfp4 = dataclasses.replace(v3, matrix=dataclasses.replace(v3.matrix, requires=(), quant={"gemm": "fp8_block", "moe": "nvfp4"}))
@@ -224,7 +224,7 @@ def test_hw_rule_takes_dtypes_from_quant_labels_fp4_named_first():
 
 
 def test_pinned_lane_versions_serve_other_versions():
-    from ledger.matrix.build import lane_versions
+    from perfledger.ledger.matrix.build import lane_versions
 
     k3 = find_spec("kimi-k3")
     assert lane_versions(k3, "kda", ("gb300", "vllm", "0.24.0")) == ["0.24.0", "0.1.dev19262"]
@@ -233,7 +233,7 @@ def test_pinned_lane_versions_serve_other_versions():
 
 
 def test_helpers():
-    from ledger.specs import OpNeed
+    from perfledger.ledger.specs import OpNeed
 
     assert weakest(["silicon", "xprofile", "xshape"], RULES.source_tiers) == "xprofile"
     need = OpNeed("gemm", {"quant": "bfloat16"}, {"m": (1, 64, 512), "n": (7168,), "k": (12288,)})
@@ -245,8 +245,8 @@ def test_helpers():
 
 
 def test_disagreements_with_the_imported_matrix(built):
-    from ledger.matrix.explain import model_disagreements, reason_of
-    from ledger.matrix.reader import read_matrix
+    from perfledger.ledger.matrix.explain import model_disagreements, reason_of
+    from perfledger.ledger.matrix.reader import read_matrix
     from tests.ledger.curated import MATRIX_STATES
 
     _, ours = built
@@ -285,7 +285,7 @@ def test_explain_cli_counts_disagreements_by_reason(root, built):
 
 
 def test_reasons_bucket_both_sides():
-    from ledger.matrix.explain import reason_of
+    from perfledger.ledger.matrix.explain import reason_of
 
     assert reason_of("FAIL", "mla_context_attention (context, mla_context_module_perf): the estimator has no "
                      "'mla_context' op model [+1 more unpriced: x]", "") == "estimator has no mla_context op model"
@@ -335,8 +335,8 @@ def test_a_filtered_build_never_replaces_the_full_snapshot(root):
 def test_kda_needs_pick_each_backends_kernels_from_real_rows():
     """K3's KDA: the short conv for every backend, then the scan and decode kernels the cell's backend runs
     (`kda_kernel` queries: kernel, phase, per-shard heads, batch, seq), priced from ../shared's kda rows."""
-    from estimator.sources import TreeSource
-    from ledger.matrix.choices import resolve_choice
+    from perfledger.estimator.sources import TreeSource
+    from perfledger.ledger.matrix.choices import resolve_choice
 
     conv = [n for n in model_needs(find_spec("kimi-k3"), ("agg",))["agg"] if isinstance(n, Need) and n.op == "kda_kernel"]
     assert [(n.name, n.phase) for n in conv] == [("causal_conv1d_fn_qkv3", "context")]

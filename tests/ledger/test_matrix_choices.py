@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from estimator.config_expr import ConfigExprError
-from ledger.matrix.build import weakest
-from ledger.matrix.choices import Choice, Option, resolve_choice
-from ledger.matrix.needs import Need, derive_needs, load_needs, quant_labels
-from ledger.matrix.rules import load_rules
+from perfledger.estimator.config_expr import ConfigExprError
+from perfledger.ledger.matrix.build import weakest
+from perfledger.ledger.matrix.choices import Choice, Option, resolve_choice
+from perfledger.ledger.matrix.needs import Need, derive_needs, load_needs, quant_labels
+from perfledger.ledger.matrix.rules import load_rules
 
 TIERS = load_rules().source_tiers
 DOC = load_needs()
@@ -144,8 +144,8 @@ def test_bad_any_of_entries_name_the_key(template, message):
 
 
 def _mla_choices(model: str) -> dict:
-    from ledger.matrix.build import model_needs
-    from ledger.specs import find_spec
+    from perfledger.ledger.matrix.build import model_needs
+    from perfledger.ledger.specs import find_spec
 
     return {(n.name, n.phase): n for n in model_needs(find_spec(model), ("agg",))["agg"]
             if isinstance(n, Choice) and n.name.startswith("mla_")}
@@ -170,12 +170,12 @@ def test_k3_on_trtllm_prices_the_estimators_plan_and_fails_on_the_kda_lane():
     The imported 0.12.0 matrix FAILs h200 on the SILICON MoE miss and HYBRID_PASSes gb300."""
     import polars as pl
 
-    from estimator.batch import estimate
-    from estimator.context import Estimator, open_source
-    from estimator.ops import registry
-    from ledger.matrix.build import Pricer, judge, model_needs
-    from ledger.matrix.reader import read_matrix
-    from ledger.specs import find_spec
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.context import Estimator, open_source
+    from perfledger.estimator.ops import registry
+    from perfledger.ledger.matrix.build import Pricer, judge, model_needs
+    from perfledger.ledger.matrix.reader import read_matrix
+    from perfledger.ledger.specs import find_spec
     from tests.ledger.curated import MATRIX_STATES
 
     est = Estimator(open_source("aic-package"))

@@ -3,9 +3,9 @@
 import polars as pl
 import pytest
 
-from ledger.matrix.compare import EXIT_BLOCKING, EXIT_CHANGED, EXIT_SAME, compare_matrices
-from ledger.matrix.reader import read_matrix
-from ledger.matrix.summary import count_model, model_block, summarize
+from perfledger.ledger.matrix.compare import EXIT_BLOCKING, EXIT_CHANGED, EXIT_SAME, compare_matrices
+from perfledger.ledger.matrix.reader import read_matrix
+from perfledger.ledger.matrix.summary import count_model, model_block, summarize
 from tests.ledger.curated import MATRIX_STATES, wheel_systems
 
 pytestmark = pytest.mark.xdist_group("ledger-test_matrix_compare")

@@ -5,11 +5,11 @@ KVCacheCapacityError) do not fit our representative replica, and none of its PAS
 import polars as pl
 import pytest
 
-from ledger.matrix.build import memory_gap
-from ledger.matrix.explain import reason_of
-from ledger.matrix.reader import read_matrix
-from ledger.matrix.rules import load_rules
-from ledger.specs import find_spec
+from perfledger.ledger.matrix.build import memory_gap
+from perfledger.ledger.matrix.explain import reason_of
+from perfledger.ledger.matrix.reader import read_matrix
+from perfledger.ledger.matrix.rules import load_rules
+from perfledger.ledger.specs import find_spec
 from tests.ledger.curated import MATRIX_STATES
 
 RULES = load_rules()

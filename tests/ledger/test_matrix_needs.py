@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from estimator.config_expr import ConfigExprError
-from ledger.matrix.needs import (
+from perfledger.estimator.config_expr import ConfigExprError
+from perfledger.ledger.matrix.needs import (
     NeedsError,
     derive_needs,
     load_config,
     load_needs,
     model_dims,
 )
-from ledger.specs import LaneSpecError, parse_spec
+from perfledger.ledger.specs import LaneSpecError, parse_spec
 
 DOC = load_needs()
 
@@ -79,8 +79,8 @@ def test_spec_matrix_block_is_validated():
 def test_an_unknown_architecture_stops_the_build_naming_needs_yaml(tmp_path):
     import yaml
 
-    from ledger.matrix.build import model_needs
-    from ledger.specs import find_spec
+    from perfledger.ledger.matrix.build import model_needs
+    from perfledger.ledger.specs import find_spec
 
     raw = {**yaml.safe_load(find_spec("qwen3-235b-a22b").path.read_text()), "architecture": "NopeForCausalLM"}
     with pytest.raises(NeedsError, match="needs.yaml: architecture 'NopeForCausalLM' not in architectures"):

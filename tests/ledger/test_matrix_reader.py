@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.matrix.reader import MatrixFormatError, read_matrix
-from ledger.matrix.rules import load_rules
+from perfledger.ledger.matrix.reader import MatrixFormatError, read_matrix
+from perfledger.ledger.matrix.rules import load_rules
 from tests.ledger.curated import MATRIX_STATES, wheel_systems
 
 RULES = load_rules()

@@ -6,14 +6,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ledger.cells import derive_cells
-from ledger.decisions import make_decision
-from ledger.events import derive_events
-from ledger.matrix.reader import read_matrix
-from ledger.matrix.summary import model_block
-from ledger.specs import find_spec
-from ledger.view import report_context
-from reports.ledger_report import md_cell, render
+from perfledger.ledger.cells import derive_cells
+from perfledger.ledger.decisions import make_decision
+from perfledger.ledger.events import derive_events
+from perfledger.ledger.matrix.reader import read_matrix
+from perfledger.ledger.matrix.summary import model_block
+from perfledger.ledger.specs import find_spec
+from perfledger.ledger.view import report_context
+from perfledger.reports.ledger_report import md_cell, render
 from tests.ledger.curated import (
     MATRIX_STATES,
     SHARED_DATA,

@@ -13,25 +13,25 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from estimator.specs import load_spec
-from ledger.cells import derive_cells
-from ledger.matrix.build import build_rows
-from ledger.matrix.explain import model_disagreements
-from ledger.matrix.reader import read_matrix
-from ledger.matrix.summary import model_block
-from ledger.source import read_meta
-from ledger.specs import find_spec
-from ledger.view import report_context
+from perfledger.estimator.specs import load_spec
+from perfledger.ledger.cells import derive_cells
+from perfledger.ledger.matrix.build import build_rows
+from perfledger.ledger.matrix.explain import model_disagreements
+from perfledger.ledger.matrix.reader import read_matrix
+from perfledger.ledger.matrix.summary import model_block
+from perfledger.ledger.source import read_meta
+from perfledger.ledger.specs import find_spec
+from perfledger.ledger.view import report_context
 from perfledger.cli import app
-from reports.ledger_report import render
+from perfledger.reports.ledger_report import render
 from tests.ledger.curated import (
     MATRIX_STATES,
     SHARED_DATA,
     check_golden,
     read_tree_table,
 )
-from warehouse.ingest import ingest
-from warehouse.store import Warehouse
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.xdist_group("ledger-test_report_failures")
 
@@ -64,9 +64,9 @@ def warehouse(tmp_path_factory) -> Warehouse:
 
 @pytest.fixture(scope="module")
 def context(warehouse):
-    from estimator.batch import estimate
-    from estimator.context import Estimator
-    from estimator.sources import WarehouseSource
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.context import Estimator
+    from perfledger.estimator.sources import WarehouseSource
 
     cells = derive_cells(K3, {t: read_tree_table(SHARED_DATA, t) for t in dict.fromkeys(l.table for l in K3.lanes)},
                          read_meta(warehouse))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ledger.specs import LANES_DIR, LaneSpecError, find_spec, load_all, load_spec
+from perfledger.ledger.specs import LANES_DIR, LaneSpecError, find_spec, load_all, load_spec
 
 K3 = LANES_DIR / "kimi-k3.yaml"
 

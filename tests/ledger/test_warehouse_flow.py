@@ -8,12 +8,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from ledger.hooks import on_ingest
-from ledger.record import stored_events
+from perfledger.ledger.hooks import on_ingest
+from perfledger.ledger.record import stored_events
 from perfledger.cli import app
 from tests.ledger.curated import MATRIX_STATES, SHARED_DATA
-from warehouse.ingest import ingest
-from warehouse.store import Warehouse
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.xdist_group("ledger-test_warehouse_flow")
 
@@ -133,9 +133,9 @@ def test_bad_input_exit_codes(flow, tmp_path):
 
 
 def test_warm_state_is_reused_and_refreshed_by_the_hook(flow):
-    from ledger.source import build_cells
-    from ledger.specs import find_spec
-    from ledger.state import current_cells, fresh_cells
+    from perfledger.ledger.source import build_cells
+    from perfledger.ledger.specs import find_spec
+    from perfledger.ledger.state import current_cells, fresh_cells
 
     wh, spec = flow["wh"], find_spec("kimi-k3")
     cells, reused = current_cells(wh, spec, record=True)

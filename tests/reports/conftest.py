@@ -12,11 +12,11 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def published_site(tmp_path_factory, shared_tree: Path) -> dict:
     """Ingest kda + an h200 GEMM slice, derive, import a matrix, estimate, generate, publish (no Prefect)."""
-    from flows.tasks import estimate_task, generate_task, ledger_task, matrix_task, publish_task
-    from flows.config import DEFAULT_SCENARIOS
-    from ledger.hooks import on_ingest
-    from warehouse.ingest import ingest
-    from warehouse.store import Warehouse
+    from perfledger.flows.tasks import estimate_task, generate_task, ledger_task, matrix_task, publish_task
+    from perfledger.flows.config import DEFAULT_SCENARIOS
+    from perfledger.ledger.hooks import on_ingest
+    from perfledger.warehouse.ingest import ingest
+    from perfledger.warehouse.store import Warehouse
 
     base = tmp_path_factory.mktemp("site")
     root, out = base / "wh", base / "out"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import polars as pl
 
-from reports.diff import diff_frames, diff_page, table_diff
+from perfledger.reports.diff import diff_frames, diff_page, table_diff
 from tests.flows.conftest import GEMM, scaled_copy
-from warehouse.ingest import ingest
-from warehouse.store import Warehouse
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.store import Warehouse
 
 KEYS = ["system", "m"]
 

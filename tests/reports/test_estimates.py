@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.config import DEFAULT_SCENARIOS
-from reports.estimates import ScenarioError, gate, load_scenarios, price_scenario
+from perfledger.flows.config import DEFAULT_SCENARIOS
+from perfledger.reports.estimates import ScenarioError, gate, load_scenarios, price_scenario
 
 ROW = {"model": "m", "scenario": "s", "metric": "TTFT", "system": "h200_sxm", "backend": "vllm", "version": "1"}
 
@@ -42,9 +42,9 @@ def test_scenario_file_errors_name_file_and_key(tmp_path: Path) -> None:
 
 
 def test_scenario_time_is_the_count_weighted_sum_of_operator_estimates(shared_tree: Path) -> None:
-    from estimator.batch import estimate_one
-    from estimator.context import Estimator
-    from estimator.sources import TreeSource
+    from perfledger.estimator.batch import estimate_one
+    from perfledger.estimator.context import Estimator
+    from perfledger.estimator.sources import TreeSource
 
     est = Estimator(TreeSource(shared_tree))
     cell = ("h200_sxm", "vllm", "0.24.0")
@@ -59,10 +59,10 @@ def test_scenario_time_is_the_count_weighted_sum_of_operator_estimates(shared_tr
 
 
 def test_static_scenarios_give_ttft_and_tpot_or_a_named_miss(shared_tree: Path) -> None:
-    from estimator.context import Estimator
-    from estimator.sources import TreeSource
+    from perfledger.estimator.context import Estimator
+    from perfledger.estimator.sources import TreeSource
 
-    from reports.estimates import price_static
+    from perfledger.reports.estimates import price_static
 
     est = Estimator(TreeSource(shared_tree))
     sc = {"name": "s", "kind": "static", "batch": 1, "isl": 512, "osl": 2}

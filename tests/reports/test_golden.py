@@ -8,11 +8,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from reports.estimate_page import estimate_page
-from reports.matrix_page import matrix_page
-from reports.page import render_page
-from reports.site import index_page
-from reports.validation import validation_page
+from perfledger.reports.estimate_page import estimate_page
+from perfledger.reports.matrix_page import matrix_page
+from perfledger.reports.page import render_page
+from perfledger.reports.site import index_page
+from perfledger.reports.validation import validation_page
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "reports"
 NAV = [("index", "Home"), ("matrix", "Support matrix"), ("validation", "Validation report"), ("estimates", "Estimator report")]
@@ -74,7 +74,7 @@ def test_pages_match_golden(fmt: str) -> None:
 
 
 def test_matrix_errors_show_the_tracebacks_last_line() -> None:
-    from reports.matrix_page import ERR_CHARS, short_error
+    from perfledger.reports.matrix_page import ERR_CHARS, short_error
 
     assert short_error("Traceback (most recent call last):\\n  File \"x.py\"\\nValueError: no moe rows") == "ValueError: no moe rows"
     assert short_error(None) == "" and len(short_error("e" * 1000)) == ERR_CHARS

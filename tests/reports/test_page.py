@@ -6,7 +6,7 @@ from markupsafe import escape
 
 from hypothesis import given, strategies as st
 
-from reports.page import Page, Section, Table, fmt, render_page
+from perfledger.reports.page import Page, Section, Table, fmt, render_page
 
 NAV = [("index", "Home"), ("matrix", "Support matrix")]
 

@@ -8,9 +8,9 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from schemas.catalog import CatalogError, check_safe_name, load_catalog
-from schemas.contracts import catalog_models, validate_rows
-from warehouse.discover import aic_package_root
+from perfledger.schemas.catalog import CatalogError, check_safe_name, load_catalog
+from perfledger.schemas.contracts import catalog_models, validate_rows
+from perfledger.warehouse.discover import aic_package_root
 
 CATALOG = load_catalog()
 

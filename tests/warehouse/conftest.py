@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from warehouse.store import Warehouse
+from perfledger.warehouse.store import Warehouse
 
 GEMM_HEADER = "framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from warehouse.ingest import ingest
-from warehouse.lock import WarehouseBusy, run_lock
-from warehouse.store import Warehouse
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.lock import WarehouseBusy, run_lock
+from perfledger.warehouse.store import Warehouse
 from tests.warehouse.conftest import (GEMM_HEADER, H200_VLLM, gemm_frame, gemm_line, snapshot, write_staging,
                                       write_tree_table)
 
@@ -126,7 +126,7 @@ def test_missing_key_column_fails_naming_it(tmp_path: Path, warehouse: Warehouse
 def test_a_second_writer_gets_a_clear_busy_error(tmp_path: Path, warehouse: Warehouse) -> None:
     folder = write_staging(tmp_path / "out", "gemm_perf", GEMM_HEADER, [gemm_line(1)], batch=H200_VLLM)
     with run_lock(warehouse.root):
-        import warehouse.lock as lock_module
+        import perfledger.warehouse.lock as lock_module
 
         with pytest.raises(WarehouseBusy, match="is busy: another run holds its lock"):
             with lock_module.run_lock(warehouse.root, timeout_s=0.2):

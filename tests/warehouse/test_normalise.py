@@ -8,9 +8,9 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.catalog import load_catalog
-from warehouse.normalise import Lineage, normalise_table, split_repeats
-from warehouse.readers import ROW_INDEX, RawFile
+from perfledger.schemas.catalog import load_catalog
+from perfledger.warehouse.normalise import Lineage, normalise_table, split_repeats
+from perfledger.warehouse.readers import ROW_INDEX, RawFile
 
 CATALOG = load_catalog()
 

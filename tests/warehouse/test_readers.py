@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warehouse.readers import ROW_INDEX, SourceFileError, read_parquet, read_staging_csv
+from perfledger.warehouse.readers import ROW_INDEX, SourceFileError, read_parquet, read_staging_csv
 from tests.warehouse.conftest import GEMM_HEADER, gemm_line
 
 

@@ -9,10 +9,10 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from warehouse.discover import aic_package_root
-from warehouse.ingest import ingest
-from warehouse.inventory import curated_inventory
-from warehouse.store import Warehouse
+from perfledger.warehouse.discover import aic_package_root
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.inventory import curated_inventory
+from perfledger.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.xdist_group("real-data")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from warehouse.ingest import ingest
-from warehouse.store import Warehouse
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.store import Warehouse
 from tests.warehouse.conftest import GEMM_HEADER, H200_VLLM, gemm_frame, gemm_line, snapshot, write_staging, write_tree_table
 
 

@@ -1,0 +1,113 @@
+"""One import name: the stage folders install as `perfledger.<stage>`, nothing else lands top level.
+
+The package list in pyproject.toml is explicit (the folders sit at the repository root, mapped by
+`package-dir`), so these tests keep it in step with the tree, prove no bare stage module is importable
+or imported, and check what a built wheel really holds.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
+PACKAGE_DIR: dict[str, str] = SETUPTOOLS["package-dir"]
+STAGES = sorted(name.split(".", 1)[1] for name in PACKAGE_DIR if name != "perfledger")
+PROJECT_SOURCES = ("perfledger", *STAGES, "tests", "benchmarks")
+
+
+def _tracked(*pathspec: str) -> list[Path]:
+    out = subprocess.run(["git", "ls-files", *pathspec], cwd=REPO, capture_output=True, text=True, check=True)
+    return [REPO / line for line in out.stdout.splitlines()]
+
+
+def _packages_in_tree() -> set[str]:
+    found = set()
+    for name, folder in PACKAGE_DIR.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / folder)
+            found.add(".".join([name, *rel.parts]))
+    return found
+
+
+def test_package_list_matches_the_tree():
+    assert set(SETUPTOOLS["packages"]) == _packages_in_tree()
+
+
+def test_every_stage_folder_is_mapped():
+    folders = {p.parent.name for p in REPO.glob("*/__init__.py")} - {"tests"}
+    assert folders == {*STAGES, "perfledger"}
+
+
+def test_no_bare_stage_module_is_importable():
+    """Outside the checkout (an empty cwd, no PYTHONPATH) only `perfledger.*` resolves."""
+    probe = ("import importlib.util, json, sys; "
+             f"print(json.dumps({{n: importlib.util.find_spec(n) is not None for n in {STAGES!r}}}))")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(REPO / "var")}
+    out = subprocess.run([sys.executable, "-c", probe], cwd="/", env=env, capture_output=True, text=True, check=True)
+    assert "true" not in out.stdout, out.stdout
+
+
+def _bare_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    bad = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        bad += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names if n.split(".")[0] in STAGES]
+    return bad
+
+
+def test_no_source_imports_a_bare_stage_module():
+    files = [p for p in _tracked(*(f"{d}/*.py" for d in PROJECT_SOURCES))]
+    assert files
+    bad = [hit for path in files for hit in _bare_imports(path)]
+    assert not bad, bad
+
+
+def test_importing_every_module_loads_no_bare_stage():
+    import importlib
+    import pkgutil
+
+    import perfledger
+
+    skip = {"perfledger.collector.backends.torch_cuda"}  # needs torch, not a dependency
+    for info in pkgutil.walk_packages(perfledger.__path__, "perfledger."):
+        if info.name not in skip:
+            importlib.import_module(info.name)
+    assert not [name for name in sys.modules if name.split(".")[0] in STAGES]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+                    str(REPO)], check=True, capture_output=True, text=True)
+    return next(out.glob("perfledger-*.whl"))
+
+
+def test_wheel_has_one_top_level_package(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert tops == {"perfledger"}
+
+
+def test_wheel_ships_every_tracked_file_of_the_packages(wheel):
+    """Code and package data (catalogs, lane specs, templates, rules, default configs)."""
+    inside = set(zipfile.ZipFile(wheel).namelist())
+    expected = set()
+    for name, folder in PACKAGE_DIR.items():
+        for path in _tracked(f"{folder}/"):
+            expected.add("/".join([*name.split("."), *path.relative_to(REPO / folder).parts]))
+    assert expected - inside == set()
