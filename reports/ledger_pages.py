@@ -12,7 +12,7 @@ from pathlib import Path
 def ledger_context(wh, model: str) -> tuple[dict, list[dict]]:
     """(report context, cells) for one model from the warehouse's ledger tables."""
     from perfledger.ledger.decisions import ordered
-    from perfledger.ledger.matrix.compare import model_disagreements
+    from perfledger.ledger.matrix.explain import model_disagreements
     from perfledger.ledger.matrix.store import SnapshotError, labels, read_snapshot
     from perfledger.ledger.matrix.summary import model_block
     from perfledger.ledger.record import stored_events
