@@ -28,8 +28,8 @@ def load_reasons(path: Path = REASONS_FILE) -> dict:
 
 def error_signature(err_msg: str | None, limit: int = 200) -> str:
     """The last `...Error:`/`...Exception:` line of a stored traceback (newlines are literal `\\n`)."""
-    lines = [l.strip() for l in (err_msg or "").replace("\\n", "\n").splitlines() if l.strip()]
-    hits = [l for l in lines if "Error" in l.split(":")[0] or "Exception" in l.split(":")[0]]
+    lines = [line.strip() for line in (err_msg or "").replace("\\n", "\n").splitlines() if line.strip()]
+    hits = [line for line in lines if "Error" in line.split(":")[0] or "Exception" in line.split(":")[0]]
     return (hits[-1] if hits else lines[-1] if lines else "")[:limit]
 
 
