@@ -15,8 +15,6 @@ from packaging.version import InvalidVersion, Version
 from perfledger.generator.errors import GeneratorError
 from perfledger.generator.yamlio import load_package_yaml
 
-MATRIX_FILE = "generator/runtime_matrix.yaml"
-
 
 def parse_version(text: str, where: str) -> Version:
     """PEP 440 parse (0.5.4.post3, 1.3.0rc14, 0.1.dev19262); bad text names its key."""

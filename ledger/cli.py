@@ -6,8 +6,8 @@ from typing import Optional
 
 import typer
 
-from perfledger.ledger.matrix.cli import JSON, WAREHOUSE, _warehouse, matrix_app
 from perfledger.console import EXIT_USAGE, emit_json, fail
+from perfledger.ledger.matrix.cli import JSON, WAREHOUSE, _warehouse, matrix_app
 
 ledger_app = typer.Typer(no_args_is_help=True, help="Bring-up ledgers derived from the warehouse (lane specs in schemas/lanes/).")
 AS_OF = typer.Option(None, "--as-of", help="ISO timestamp, or a version of the warehouse's batches table.")
@@ -73,36 +73,18 @@ def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "
     """Render the final-state ledger record (Markdown or HTML) from the warehouse tables."""
     from pathlib import Path
 
-    from perfledger.ledger.decisions import ordered
-    from perfledger.ledger.matrix.explain import model_disagreements
-    from perfledger.ledger.matrix.store import SnapshotError, labels, read_snapshot
-    from perfledger.ledger.matrix.summary import model_block
-    from perfledger.ledger.record import stored_events
-    from perfledger.ledger.source import DECISIONS_TABLE, now_iso, read_or_empty
-    from perfledger.ledger.view import report_context
-    from perfledger.reports.ledger_report import render
+    from perfledger.ledger.matrix.store import SnapshotError
+    from perfledger.ledger.report import record_context, render
 
     if fmt not in ("md", "html"):
         fail(f"--format {fmt!r}: expected md or html", code=EXIT_USAGE, as_json=as_json)
     spec = _spec(model, as_json)
     wh = _warehouse(warehouse)
     stamp, cells = _cells(wh, spec, as_of, as_json, record=False)
-    events = stored_events(wh, spec.model)
-    decisions = ordered(read_or_empty(wh, DECISIONS_TABLE), spec.model)
-    if stamp is not None:
-        events = events.filter(events["at"] <= stamp) if events.height else events
-        decisions = [d for d in decisions if d["recorded_at"] <= stamp]
-    matrix = ours = None
     try:
-        label, frame = read_snapshot(wh, matrix_label)
-        matrix = {"label": label, **model_block(frame, spec.model)}
-        if ours_label != label and ours_label in labels(wh)["label"].to_list():
-            ours = {"label": ours_label, "imported": label,
-                    **model_disagreements(read_snapshot(wh, ours_label)[1], frame, spec.model)}
+        context = record_context(wh, spec, cells, stamp, matrix_label, ours_label)
     except SnapshotError as exc:
-        if matrix_label is not None:
-            fail(str(exc), as_json=as_json)
-    context = report_context(spec, cells, events, decisions, matrix, stamp, now_iso(), ours)
+        fail(str(exc), as_json=as_json)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(render(context, fmt), encoding="utf-8")
     if as_json:

@@ -6,8 +6,6 @@ import polars as pl
 
 from perfledger.ledger.cells import META_COLUMNS, PARTITION
 
-BATCH_META = {"meta_status": "meta_status", "meta_collected_at": "meta_collected_at", "meta_image": "meta_image"}
-
 
 def latest_meta(batch_tables: pl.DataFrame, batches: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Table -> one row per system/backend/version with meta_status, meta_collected_at, meta_image, failed_cases.

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import polars as pl
 
-from perfledger.ledger.cells import CELLS_SCHEMA, derive_cells
+from perfledger.ledger.cells import derive_cells
 from perfledger.ledger.meta import latest_meta
 from perfledger.ledger.specs import ModelSpec
 
@@ -113,15 +113,3 @@ def build_cells(wh, spec: ModelSpec, as_of: str | None = None) -> pl.DataFrame:
     """The model's cells from the warehouse (now, or as of a timestamp)."""
     return derive_cells(spec, read_lane_tables(wh, spec, as_of), read_meta(wh, as_of))
 
-
-def replace_rows(wh, name: str, new: pl.DataFrame, drop: pl.Expr, schema: dict) -> int:
-    """Rewrite an auxiliary table: keep rows not matching `drop`, add `new` (small ledger tables only)."""
-    old = read_or_empty(wh, name, schema=schema)
-    kept = old.filter(~drop) if old.height else old
-    frame = pl.concat([kept.select(list(schema)).cast(schema), new.select(list(schema)).cast(schema)]) if kept.height else new
-    return wh.write_table(name, frame.select(list(schema)).cast(schema), mode="overwrite")
-
-
-def stored_cells(wh, model: str) -> pl.DataFrame:
-    cells = read_or_empty(wh, CELLS_TABLE, schema=CELLS_SCHEMA)
-    return cells.filter(pl.col("model") == model) if cells.height else pl.DataFrame(schema=CELLS_SCHEMA)

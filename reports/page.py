@@ -11,7 +11,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from perfledger.reports.ledger_report import md_cell
+from perfledger.ledger.report import md_cell
 
 TEMPLATES = Path(__file__).with_name("templates")
 

@@ -72,9 +72,6 @@ class Catalog:
         except KeyError:
             raise CatalogError(f"unknown table {name!r}: not in {CATALOG_PATH.name}") from None
 
-    def family_tables(self, family: str) -> list[str]:
-        return [t.name for t in self.tables.values() if t.family == family]
-
     def check_system(self, system: str) -> str:
         check_safe_name(system, "system")
         if system not in self.systems:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import settings
@@ -23,6 +25,15 @@ os.environ.setdefault("PERFLEDGER_REFERENCE_DATA", str(SHARED))
 os.environ.setdefault("PREFECT_HOME", str(REPO_ROOT / "var" / "prefect-tests"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+@pytest.fixture(scope="session")
+def aic_core() -> ModuleType:
+    """aiconfigurator-core, the parity oracle and wheel data: the `aic` extra `make test` installs, so never a skip."""
+    try:
+        return importlib.import_module("aiconfigurator_core")
+    except ImportError:
+        pytest.fail("aiconfigurator-core is not installed: `pip install -e '.[aic,dask,test]'` (what `make test` runs)")
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,8 @@ from itertools import product
 
 import polars as pl
 
-from perfledger.ledger.matrix.choices import Choice, resolve_choice
-from perfledger.ledger.matrix.needs import Need, derive_needs, load_config, load_needs, model_dims
+from perfledger.ledger.matrix.choices import resolve_choice
+from perfledger.ledger.matrix.needs import Choice, Need, derive_needs, load_config, load_needs, model_dims
 from perfledger.ledger.matrix.rules import MatrixRules, load_rules
 from perfledger.ledger.specs import ModelSpec, OpNeed
 

@@ -1,4 +1,4 @@
-"""A need with alternatives (needs.yaml `any_of`): the same layer op priced by whichever op set the cell's data holds.
+"""Resolving a need with alternatives (needs.yaml `any_of`): the layer op priced by whichever op set the cell's data holds.
 
 Backends measure one layer op differently (vLLM collects MLA as a whole module, sglang/trtllm as separate
 kernels; KDA scan/decode kernels have per-backend names), so one need lists op sets tried in order. An
@@ -11,34 +11,10 @@ priced, the reason names every option's first unpriced op, so the row's ErrMsg s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from perfledger.ledger.matrix.needs import Need
+from perfledger.ledger.matrix.needs import Choice, Need, Option
 
-PriceOne = Callable[["Need"], tuple[str | None, str | None]]  # need -> (tier, None) or (None, "label: reason")
-
-
-@dataclass(frozen=True)
-class Option:
-    """One way to price a need: every op in `needs` must be priced; `backends` limits it (empty: any)."""
-
-    needs: tuple[Need, ...]
-    backends: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        return " + ".join(dict.fromkeys(n.name for n in self.needs))
-
-
-@dataclass(frozen=True)
-class Choice:
-    """A layer op (`name`, `phase`) with options tried in order."""
-
-    name: str
-    phase: str
-    options: tuple[Option, ...]
+PriceOne = Callable[[Need], tuple[str | None, str | None]]  # need -> (tier, None) or (None, "label: reason")
 
 
 def resolve_choice(choice: Choice, backend: str, price_one: PriceOne,

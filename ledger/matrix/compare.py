@@ -85,17 +85,3 @@ def compare_matrices(old: pl.DataFrame, new: pl.DataFrame, rules: MatrixRules | 
         category = category or _category(rules.listed, old_s, new_s) or "other"
         diff.categories[category] = diff.categories.get(category, 0) + 1
     return diff
-
-
-def error_signature(err_msg: str | None, limit: int = 200) -> str:
-    """The last `...Error:`/`...Exception:` line of a stored traceback (newlines are literal `\\n`)."""
-    lines = [l.strip() for l in (err_msg or "").replace("\\n", "\n").splitlines() if l.strip()]
-    hits = [l for l in lines if "Error" in l.split(":")[0] or "Exception" in l.split(":")[0]]
-    return (hits[-1] if hits else lines[-1] if lines else "")[:limit]
-
-
-def model_disagreements(ours: pl.DataFrame, imported: pl.DataFrame, model: str) -> dict:
-    """Where our matrix and an imported one disagree (see ledger/matrix/explain.py, which owns it)."""
-    from perfledger.ledger.matrix.explain import model_disagreements as explain
-
-    return explain(ours, imported, model)

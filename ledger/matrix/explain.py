@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from perfledger.ledger.matrix.compare import compare_matrices, error_signature
+from perfledger.ledger.matrix.compare import compare_matrices
 from perfledger.ledger.matrix.rules import load_rules
 
 REASONS_FILE = Path(__file__).with_name("reasons.yaml")
@@ -24,6 +24,13 @@ def load_reasons(path: Path = REASONS_FILE) -> dict:
     raw = yaml.safe_load(Path(path).read_text())
     raw["compiled"] = [(re.compile(r["regex"], re.IGNORECASE), r["reason"]) for r in raw["reasons"]]
     return raw
+
+
+def error_signature(err_msg: str | None, limit: int = 200) -> str:
+    """The last `...Error:`/`...Exception:` line of a stored traceback (newlines are literal `\\n`)."""
+    lines = [line.strip() for line in (err_msg or "").replace("\\n", "\n").splitlines() if line.strip()]
+    hits = [line for line in lines if "Error" in line.split(":")[0] or "Exception" in line.split(":")[0]]
+    return (hits[-1] if hits else lines[-1] if lines else "")[:limit]
 
 
 def reason_of(status: str, err_msg: str | None, source: str | None) -> str:

@@ -37,6 +37,28 @@ class Need:
     query: tuple[tuple[str, Any], ...]
 
 
+@dataclass(frozen=True)
+class Option:
+    """One way to price a need with alternatives: every op in `needs` must be priced; `backends` limits it (empty: any)."""
+
+    needs: tuple[Need, ...]
+    backends: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return " + ".join(dict.fromkeys(n.name for n in self.needs))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A need with alternatives (`any_of`): the layer op (`name`, `phase`) with options tried in order
+    (resolved by ledger/matrix/choices.py)."""
+
+    name: str
+    phase: str
+    options: tuple[Option, ...]
+
+
 @cache
 def load_needs(path: Path = NEEDS_FILE) -> dict:
     return yaml.safe_load(Path(path).read_text())
@@ -91,10 +113,8 @@ def _need(t: dict, names: dict, labels: dict, phase: str, where: str) -> Need:
     return Need(t.get("name", t["op"]), t["op"], t.get("table", t["op"]), phase, query)
 
 
-def _choice(t: dict, names: dict, labels: dict, phase: str, where: str):
+def _choice(t: dict, names: dict, labels: dict, phase: str, where: str) -> Choice:
     """An `any_of` need: options in order, each {ops: [op templates], backends: [..] (optional)}."""
-    from perfledger.ledger.matrix.choices import Choice, Option
-
     if "op" in t or not isinstance(t["any_of"], list) or not t["any_of"]:
         raise NeedsError(f"{where}.any_of: expected a non-empty list of options (and no `op` beside it)")
     if not isinstance(t.get("name"), str):
@@ -114,8 +134,8 @@ def _choice(t: dict, names: dict, labels: dict, phase: str, where: str):
     return Choice(t["name"], phase, tuple(options))
 
 
-def derive_needs(architecture: str, dims: dict, quant: dict, mode: str, doc: dict | None = None) -> list:
-    """Every op query (Need) or alternative set (choices.Choice) of one layer stack for `mode` (agg/disagg),
+def derive_needs(architecture: str, dims: dict, quant: dict, mode: str, doc: dict | None = None) -> list[Need | Choice]:
+    """Every op query (Need) or alternative set (Choice) of one layer stack for `mode` (agg/disagg),
     in layer order, context then generation."""
     doc = doc or load_needs()
     if architecture not in doc["architectures"]:

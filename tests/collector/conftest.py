@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / ".." / "shared"
 COLLECTED = SHARED / "collected" / "vllm-0.20.0-campaign"
@@ -42,8 +40,3 @@ def read_events(out: Path, op: str = "gemm", backend: str = "cpu") -> list[dict]
     path = out / "logs" / f"{backend}.{op}" / "tasks.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
-
-@pytest.fixture
-def small_grid(tmp_path: Path) -> Path:
-    cases = [{"gemm_dtype": "float32", "m": m, "n": 64, "k": 64} for m in (1, 2, 3, 4, 5, 6)]
-    return write_grid(tmp_path / "grid.yaml", cases)

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import polars as pl
-import pytest
 from polars.testing import assert_frame_equal
 
 from perfledger.collector.registry import load_registry
 from tests.collector.conftest import cli, cli_json, write_grid
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("perfledger.warehouse.store") is None,
-                                reason="the foundation's warehouse/ingest is not in the tree yet")
 
 
 def test_collected_rows_land_unchanged_in_the_warehouse(tmp_path):

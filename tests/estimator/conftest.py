@@ -12,9 +12,8 @@ SHARED_DATA = SHARED / "aic" / "perfdb-095f58a" / "systems" / "data"
 
 
 @pytest.fixture(scope="session")
-def wheel_est():
+def wheel_est(aic_core):
     """Estimator over the aiconfigurator-core wheel's systems/data (same data as the oracle)."""
-    pytest.importorskip("aiconfigurator_core")
     from perfledger.estimator.context import Estimator, open_source
 
     return Estimator(open_source("aic-package"))
@@ -29,9 +28,8 @@ def shared_est():
 
 
 @pytest.fixture(scope="session")
-def oracle():
+def oracle(aic_core):
     """The reference estimator as a black box (parity tests only)."""
-    pytest.importorskip("aiconfigurator_core")
     from tests.estimator.oracle import Oracle
 
     return Oracle()

@@ -58,10 +58,9 @@ def reference_quants(config: Path, backend: str, tmp: Path) -> dict[str, str]:
 
 
 @pytest.mark.aic
-def test_every_model_config_infers_the_reference_quants(tmp_path):
+def test_every_model_config_infers_the_reference_quants(tmp_path, aic_core):
     """Wheel + ../shared model configs (FP8 block/static, NVFP4, ModelOpt mixed precision, compressed-tensors,
     mxfp4, DeepSeek-V4 experts) on three backends: gemm/moe/kv/fmha equal 0.12.0's."""
-    pytest.importorskip("aiconfigurator_core")
     configs = _config_files()
     assert len(configs) > 100
     differ = []

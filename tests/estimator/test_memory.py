@@ -121,8 +121,7 @@ PARITY = [
 
 @pytest.mark.parametrize("tokens", [256, 8192])
 @pytest.mark.parametrize("model,system,backend,version,tp,moe_tp,moe_ep", PARITY)
-def test_per_gpu_memory_equals_the_reference(model, system, backend, version, tp, moe_tp, moe_ep, tokens):
-    pytest.importorskip("aiconfigurator_core")
+def test_per_gpu_memory_equals_the_reference(model, system, backend, version, tp, moe_tp, moe_ep, tokens, aic_core):
     from aiconfigurator_core.sdk.config_builders import build_model_config
     from aiconfigurator_core.sdk.memory import KVCacheEstimator
     from aiconfigurator_core.sdk.models import get_model
@@ -145,10 +144,9 @@ def test_per_gpu_memory_equals_the_reference(model, system, backend, version, tp
 
 
 @pytest.mark.parametrize("model,system,backend,version,tp,moe_tp,moe_ep", PARITY)
-def test_kv_budget_equals_the_reference_oom_check(model, system, backend, version, tp, moe_tp, moe_ep):
+def test_kv_budget_equals_the_reference_oom_check(model, system, backend, version, tp, moe_tp, moe_ep, aic_core):
     """The KV budget of 0.12.0's sweep OOM check: its backend's default fraction (vLLM by version), of-free or
     of-total, reserved and tolerance, over its own non-KV memory."""
-    pytest.importorskip("aiconfigurator_core")
     from aiconfigurator_core.sdk.backends.factory import get_backend
     from aiconfigurator_core.sdk.memory import kv_cache_budget_bytes
 

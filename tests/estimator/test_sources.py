@@ -74,7 +74,7 @@ def test_missing_key_column_without_default_is_typed_error_naming_it(tmp_path):
         src.resolve("sys", "vllm", "1.0", "generation_attention_perf", dedupe=False)
 
 
-def test_every_wheel_table_has_its_key_columns_after_defaults():
+def test_every_wheel_table_has_its_key_columns_after_defaults(aic_core):
     """Scan of the wheel's perf tree: each catalogued table, once column_defaults apply, carries all its key columns
     (the ops filter on them; a100_sxm sglang 0.5.10 / vllm 0.14.0 attention files lack window_size)."""
     import pyarrow.parquet as pq
@@ -83,8 +83,7 @@ def test_every_wheel_table_has_its_key_columns_after_defaults():
     from perfledger.estimator.specs import wheel_systems_dir
 
     root = wheel_systems_dir()
-    if root is None or not (root / "data").is_dir():
-        pytest.skip("aiconfigurator-core wheel not installed")
+    assert root is not None and (root / "data").is_dir(), f"the installed wheel has no systems/data: {root}"
     lacking, defaulted = [], set()
     for table, info in table_catalog().items():
         for path in (root / "data").glob(f"*/*/*/*/{table}.parquet"):

@@ -42,9 +42,8 @@ def test_unknown_quant_lists_known():
         quant_profile("gemm", "fp7")
 
 
-def test_levels_match_reference_tables():
-    core = pytest.importorskip("aiconfigurator_core")
-    for family, levels in (("gemm", core.gemm_quant_util_levels()), ("moe", core.moe_quant_util_levels())):
+def test_levels_match_reference_tables(aic_core):
+    for family, levels in (("gemm", aic_core.gemm_quant_util_levels()), ("moe", aic_core.moe_quant_util_levels())):
         for mem, comp, e in levels:
             assert util_level(family, (mem, comp)) == pytest.approx(e)
 

@@ -21,9 +21,9 @@ SLICE = Path("h200_sxm") / "gemm" / "vllm" / "0.24.0"
 SHAPES = [(1, 4096, 4096), (128, 7168, 2048), (4096, 4608, 3584), (77, 1000, 3000)]
 
 
-def wheel_systems() -> Path:
-    aic = pytest.importorskip("aiconfigurator_core")
-    return Path(aic.__file__).parent / "systems"
+@pytest.fixture
+def wheel_systems(aic_core) -> Path:
+    return Path(aic_core.__file__).parent / "systems"
 
 
 def gemm_latencies(systems_root: Path) -> list[float]:
@@ -39,8 +39,8 @@ def gemm_latencies(systems_root: Path) -> list[float]:
                                      is_context=True, batch_size=1, s=1, x=m)[0][1] for m, n, k in SHAPES]
 
 
-def test_exported_tree_gives_the_same_gemm_latency_as_the_original(tmp_path: Path) -> None:
-    systems = wheel_systems()
+def test_exported_tree_gives_the_same_gemm_latency_as_the_original(tmp_path: Path, wheel_systems: Path) -> None:
+    systems = wheel_systems
     wh = Warehouse(tmp_path / "wh")
     assert ingest([str(systems / "data" / SLICE)], wh).new_batches == 1
     result = CliRunner().invoke(app, ["export", "aic", str(tmp_path / "out"), "--warehouse", str(wh.root), "--json"])

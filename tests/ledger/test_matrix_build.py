@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from perfledger.cli import app
 from perfledger.estimator.specs import load_spec
 from perfledger.ledger.matrix.build import (
     Pricer,
@@ -17,14 +18,12 @@ from perfledger.ledger.matrix.build import (
     need_queries,
     weakest,
 )
-from perfledger.ledger.matrix.choices import Choice
-from perfledger.ledger.matrix.needs import Need
+from perfledger.ledger.matrix.needs import Choice, Need
 from perfledger.ledger.matrix.rules import load_rules
 from perfledger.ledger.specs import find_spec
-from perfledger.cli import app
-from tests.ledger.curated import SHARED_DATA
 from perfledger.warehouse.ingest import ingest
 from perfledger.warehouse.store import Warehouse
+from tests.ledger.curated import SHARED_DATA
 
 pytestmark = pytest.mark.xdist_group("ledger-test_matrix_build")
 
@@ -94,7 +93,7 @@ def choices_of(model: str, mode: str = "agg") -> dict:
 
 def test_an_op_the_estimator_lacks_is_a_fail_that_says_so(root):
     from perfledger.estimator.sources import WarehouseSource
-    from perfledger.ledger.matrix.choices import Option
+    from perfledger.ledger.matrix.needs import Option
 
     pricer = pricer_over(WarehouseSource(root))
     lacking = Need("mla_rope", "mla_rope", "mla_rope_perf", "context", (("heads", 12),))

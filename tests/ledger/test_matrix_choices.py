@@ -1,4 +1,4 @@
-"""Needs with alternatives (needs.yaml `any_of`, ledger/matrix/choices.py): parsing, resolution, messages."""
+"""Needs with alternatives (needs.yaml `any_of`, ledger/matrix/needs.py and choices.py): parsing, resolution, messages."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from perfledger.estimator.config_expr import ConfigExprError
 from perfledger.ledger.matrix.build import weakest
-from perfledger.ledger.matrix.choices import Choice, Option, resolve_choice
-from perfledger.ledger.matrix.needs import Need, derive_needs, load_needs, quant_labels
+from perfledger.ledger.matrix.choices import resolve_choice
+from perfledger.ledger.matrix.needs import Choice, Need, Option, derive_needs, load_needs, quant_labels
 from perfledger.ledger.matrix.rules import load_rules
 
 TIERS = load_rules().source_tiers

@@ -11,9 +11,9 @@ from perfledger.ledger.decisions import make_decision
 from perfledger.ledger.events import derive_events
 from perfledger.ledger.matrix.reader import read_matrix
 from perfledger.ledger.matrix.summary import model_block
+from perfledger.ledger.report import md_cell, render
 from perfledger.ledger.specs import find_spec
 from perfledger.ledger.view import report_context
-from perfledger.reports.ledger_report import md_cell, render
 from tests.ledger.curated import (
     MATRIX_STATES,
     SHARED_DATA,

@@ -13,25 +13,25 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from perfledger.cli import app
 from perfledger.estimator.specs import load_spec
 from perfledger.ledger.cells import derive_cells
 from perfledger.ledger.matrix.build import build_rows
 from perfledger.ledger.matrix.explain import model_disagreements
 from perfledger.ledger.matrix.reader import read_matrix
 from perfledger.ledger.matrix.summary import model_block
+from perfledger.ledger.report import render
 from perfledger.ledger.source import read_meta
 from perfledger.ledger.specs import find_spec
 from perfledger.ledger.view import report_context
-from perfledger.cli import app
-from perfledger.reports.ledger_report import render
+from perfledger.warehouse.ingest import ingest
+from perfledger.warehouse.store import Warehouse
 from tests.ledger.curated import (
     MATRIX_STATES,
     SHARED_DATA,
     check_golden,
     read_tree_table,
 )
-from perfledger.warehouse.ingest import ingest
-from perfledger.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.xdist_group("ledger-test_report_failures")
 
