@@ -205,9 +205,9 @@ def register(app: typer.Typer) -> None:
 def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json) -> None:
     from dataclasses import replace
 
-    from perfledger.flows.backfill import BackfillError
     from perfledger.flows.config import ConfigError, load_pipeline_config
     from perfledger.flows.pipeline import PipelineBusy, run_pipeline
+    from perfledger.ledger.backfill import BackfillError, parse_day
 
     if runner not in ("local", "dask"):
         fail(f"--runner {runner!r}: expected local or dask", code=EXIT_USAGE, as_json=as_json)
@@ -216,8 +216,6 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
         if models:
             settings = replace(settings, models=models)
         if window is not None:
-            from perfledger.flows.backfill import parse_day
-
             parse_day(window["since"], "--since")
             if window.get("until"):
                 parse_day(window["until"], "--until")

@@ -12,10 +12,10 @@ from pathlib import Path
 import yaml
 
 from perfledger import PROJECT_ROOT
+from perfledger.estimator.scenarios import DEFAULT_SCENARIOS
 from perfledger.warehouse.paths import resolve_root
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
-DEFAULT_SCENARIOS = Path(__file__).with_name("scenarios.yaml")
 STAGES = ("ingest", "validate", "ledger", "matrix", "estimate", "generate", "publish")
 KNOWN_KEYS = {"sources", "models", "warehouse", "out", "matrices", "build_matrix", "deployments", "scenarios", "gate",
               "stages"}
