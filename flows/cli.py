@@ -136,10 +136,14 @@ def register(app: typer.Typer) -> None:
         _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json)
 
     @app.command()
-    def serve(file: Annotated[Optional[Path], typer.Option("--file", help="Deployments file (default: prefect.yaml).")] = None,
+    def serve(file: Annotated[Optional[Path], typer.Option(
+                  "--file", help="Deployments file (default: prefect.yaml in the working directory).")] = None,
               dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the deployments and exit.")] = False,
               json: JsonOpt = False) -> None:
         """Serve the prefect.yaml deployments (schedules) against the configured Prefect server."""
+        from perfledger.flows import make_prefect_home
+
+        make_prefect_home()
         from perfledger.flows.serve import DeploymentError, load_deployments, serve_all
 
         try:
@@ -205,6 +209,9 @@ def register(app: typer.Typer) -> None:
 def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json) -> None:
     from dataclasses import replace
 
+    from perfledger.flows import make_prefect_home
+
+    make_prefect_home()
     from perfledger.flows.config import ConfigError, load_pipeline_config
     from perfledger.flows.pipeline import PipelineBusy, run_pipeline
     from perfledger.ledger.backfill import BackfillError, parse_day
