@@ -17,7 +17,6 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	mkdir -p $(PREFECT_HOME)
 	$(VENV)/bin/perfledger run
 
 # The page tests drive Debian's chromium; installed here when missing (root, or sudo). shellcheck comes

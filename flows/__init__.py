@@ -1,12 +1,19 @@
 """Prefect flows: thin orchestration over the stage packages.
 
-Prefect keeps its state inside the project (git-ignored var/prefect) and sends no analytics, unless the
-caller's environment says otherwise.
+Prefect keeps its state under perfledger's state folder (`settings.prefect_home()`, default ./var/prefect)
+and sends no analytics, unless the caller's environment says otherwise.
 """
 
 import os
+from pathlib import Path
 
-from perfledger import PROJECT_ROOT
+from perfledger.settings import prefect_home
 
-os.environ.setdefault("PREFECT_HOME", str(PROJECT_ROOT / "var" / "prefect"))
+os.environ.setdefault("PREFECT_HOME", str(prefect_home()))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+def make_prefect_home() -> None:
+    """Create Prefect's home before Prefect is imported: Prefect makes only the last folder itself, and its
+    database cannot open without it. Left to the commands that run flows, so others write nothing."""
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)

@@ -136,10 +136,14 @@ def register(app: typer.Typer) -> None:
         _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json)
 
     @app.command()
-    def serve(file: Annotated[Optional[Path], typer.Option("--file", help="Deployments file (default: prefect.yaml).")] = None,
+    def serve(file: Annotated[Optional[Path], typer.Option(
+                  "--file", help="Deployments file (default: prefect.yaml in the working directory).")] = None,
               dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the deployments and exit.")] = False,
               json: JsonOpt = False) -> None:
         """Serve the prefect.yaml deployments (schedules) against the configured Prefect server."""
+        from perfledger.flows import make_prefect_home
+
+        make_prefect_home()
         from perfledger.flows.serve import DeploymentError, load_deployments, serve_all
 
         try:
@@ -205,9 +209,12 @@ def register(app: typer.Typer) -> None:
 def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json) -> None:
     from dataclasses import replace
 
-    from perfledger.flows.backfill import BackfillError
+    from perfledger.flows import make_prefect_home
+
+    make_prefect_home()
     from perfledger.flows.config import ConfigError, load_pipeline_config
     from perfledger.flows.pipeline import PipelineBusy, run_pipeline
+    from perfledger.ledger.backfill import BackfillError, parse_day
 
     if runner not in ("local", "dask"):
         fail(f"--runner {runner!r}: expected local or dask", code=EXIT_USAGE, as_json=as_json)
@@ -216,8 +223,6 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
         if models:
             settings = replace(settings, models=models)
         if window is not None:
-            from perfledger.flows.backfill import parse_day
-
             parse_day(window["since"], "--since")
             if window.get("until"):
                 parse_day(window["until"], "--until")

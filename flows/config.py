@@ -1,7 +1,9 @@
 """The pipeline config: what `perfledger run` ingests, derives, estimates, generates and publishes.
 
 One YAML names sources, models, reference scenarios, support-matrix snapshots, deployment YAMLs and
-the output folder; command-line values win over the file. The embedded default needs only the install.
+the output folder; command-line values win over the file. Relative paths in the file resolve against
+its folder and `package://...` names data shipped in the wheel (perfledger.settings.config_path), so the
+embedded default needs only the install and works from any folder.
 """
 
 from __future__ import annotations
@@ -11,11 +13,10 @@ from pathlib import Path
 
 import yaml
 
-from perfledger import PROJECT_ROOT
-from perfledger.warehouse.paths import resolve_root
+from perfledger.estimator.scenarios import DEFAULT_SCENARIOS
+from perfledger.settings import config_path, reports_dir, warehouse_root
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
-DEFAULT_SCENARIOS = Path(__file__).with_name("scenarios.yaml")
 STAGES = ("ingest", "validate", "ledger", "matrix", "estimate", "generate", "publish")
 KNOWN_KEYS = {"sources", "models", "warehouse", "out", "matrices", "build_matrix", "deployments", "scenarios", "gate",
               "stages"}
@@ -50,11 +51,6 @@ class PipelineConfig:
         return cls(**{k: (Path(v) if k in paths else v) for k, v in params.items()})
 
 
-def _project_path(value: str | Path) -> Path:
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else PROJECT_ROOT / path
-
-
 def _list(raw: dict, key: str, path: Path) -> list:
     value = raw.get(key) or []
     if not isinstance(value, list):
@@ -62,13 +58,16 @@ def _list(raw: dict, key: str, path: Path) -> list:
     return value
 
 
+def _source(value: str, base: Path) -> str:
+    return value if value == "aic-package" else str(config_path(value, base))
+
+
 def _matrices(raw: dict, path: Path) -> list[dict]:
     out = []
     for i, entry in enumerate(_list(raw, "matrices", path)):
         if not isinstance(entry, dict) or not {"path", "label"} <= set(entry):
             raise ConfigError(f"{path}: matrices[{i}] needs keys 'path' and 'label'")
-        out.append({"path": "aic-package" if entry["path"] == "aic-package" else str(_project_path(entry["path"])),
-                    "label": str(entry["label"])})
+        out.append({"path": _source(str(entry["path"]), path.parent), "label": str(entry["label"])})
     return out
 
 
@@ -86,9 +85,17 @@ def _gate(raw: dict, path: Path) -> dict:
     return gate
 
 
+def _location(option: str | Path | None, value: str | None, base: Path, default) -> Path:
+    """A command-line value (relative to the working directory), else the file's (relative to its folder),
+    else the settings default (environment, then the state folder)."""
+    if option:
+        return Path(option).expanduser().resolve()
+    return config_path(value, base).resolve() if value else default().resolve()
+
+
 def load_pipeline_config(path: Path | None = None, *, warehouse: str | None = None, out: Path | None = None) -> PipelineConfig:
     """Load and check a config; command-line values win over the file."""
-    path = Path(path or DEFAULT_CONFIG)
+    path = Path(path).resolve() if path else DEFAULT_CONFIG
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -105,16 +112,17 @@ def load_pipeline_config(path: Path | None = None, *, warehouse: str | None = No
     bad = [s for s in stages if s not in STAGES]
     if bad:
         raise ConfigError(f"{path}: stages: unknown stage(s) {bad}; known: {list(STAGES)}")
+    base = path.parent
     return PipelineConfig(
-        sources=[s if s == "aic-package" else str(_project_path(s)) for s in sources],
+        sources=[_source(s, base) for s in sources],
         models=[str(m) for m in _list(raw, "models", path)],
-        warehouse=resolve_root(warehouse or raw.get("warehouse")),
-        out=_project_path(out or raw.get("out") or "var/reports"),
+        warehouse=_location(warehouse, raw.get("warehouse"), base, warehouse_root),
+        out=_location(out, raw.get("out"), base, reports_dir),
         path=path,
         matrices=_matrices(raw, path),
         build_matrix=bool(raw.get("build_matrix", False)),
-        deployments=[str(_project_path(d)) for d in _list(raw, "deployments", path)],
-        scenarios=_project_path(raw["scenarios"]) if raw.get("scenarios") else DEFAULT_SCENARIOS,
+        deployments=[str(config_path(d, base)) for d in _list(raw, "deployments", path)],
+        scenarios=config_path(raw["scenarios"], base) if raw.get("scenarios") else DEFAULT_SCENARIOS,
         gate=_gate(raw, path),
         stages=stages,
     )

@@ -16,30 +16,22 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
+from perfledger.estimator.scenarios import ESTIMATES_TABLE
 from perfledger.flows.config import PipelineConfig
 from perfledger.flows.ingest import ingest_task
 from perfledger.flows.keys import StageCache, content_key, file_digest, warehouse_state
 from perfledger.flows.tasks import (estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task,
                          validate_task)
-from perfledger.warehouse.inventory import curated_inventory
+from perfledger.warehouse.inventory import curated_inventory, table_totals
 from perfledger.warehouse.lock import WarehouseBusy, run_lock
 from perfledger.warehouse.store import Warehouse
 
 
-PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix")
+PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix", ESTIMATES_TABLE)
 
 
 class PipelineBusy(RuntimeError):
     """Another `perfledger run` holds this output folder."""
-
-
-def _table_totals(entries: list[dict]) -> list[dict]:
-    totals: dict[str, dict] = {}
-    for entry in entries:
-        row = totals.setdefault(entry["table"], {"table": entry["table"], "slices": 0, "rows": 0})
-        row["slices"] += 1
-        row["rows"] += entry["rows"]
-    return sorted(totals.values(), key=lambda r: r["table"])
 
 
 class _Stages:
@@ -102,7 +94,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
               "failed_batches": [], "tables": {}}
     t = time.perf_counter()
     if backfill is not None:
-        from perfledger.flows.backfill import rederive
+        from perfledger.ledger.backfill import rederive
 
         report = {**report, "backfill": rederive(st.wh, backfill)}
         st.record("backfill", "ran", t)
@@ -121,7 +113,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
                            lambda: estimate_task(root, str(cfg.scenarios), cfg.models, cfg.gate))
     deployments = _deployments(st, out) if st.wanted("generate") else []
     entries = curated_inventory(st.wh)
-    tables = _table_totals(entries)
+    tables = table_totals(entries)
     run = {
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": time.perf_counter() - started,
         "warehouse": root, "sources": cfg.sources, "ingest": report, "tables": tables,
@@ -131,8 +123,8 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
     }
     site = {}
     if st.wanted("publish"):
-        site = st.run("publish", PUBLISH_READS, [ledgers, estimates, deployments, validation, cfg.models],
-                      lambda: publish_task(root, out, cfg.models, run, estimates),
+        site = st.run("publish", PUBLISH_READS, [ledgers, deployments, validation, cfg.models],
+                      lambda: publish_task(root, out, cfg.models, run),
                       lambda result: Path(result["index"]).is_file())
     run["seconds"] = time.perf_counter() - started
     return {"summary": site.get("summary"), "site": site.get("index"), "ingest": report, "stages": st.records,

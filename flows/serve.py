@@ -2,6 +2,7 @@
 
 prefect.yaml stays Prefect's own format (so `prefect deploy` works with a work pool too); this module
 reads its `deployments:` list and serves each against the configured Prefect server, no pool needed.
+The file is `--file`, else the working directory's prefect.yaml (a project's own, not one in the install).
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from perfledger import PROJECT_ROOT
-
-PREFECT_YAML = PROJECT_ROOT / "prefect.yaml"
+PREFECT_YAML = "prefect.yaml"
 ENTRYPOINT = "flows/deployments.py:scheduled_run"
 
 
@@ -34,7 +33,9 @@ class Deployment:
 
 
 def load_deployments(path: Path | None = None) -> list[Deployment]:
-    path = Path(path or PREFECT_YAML)
+    path = Path(path) if path else Path.cwd() / PREFECT_YAML
+    if not path.is_file():
+        raise DeploymentError(f"{path}: no such deployments file (run from a folder with a prefect.yaml, or pass --file)")
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:

@@ -30,19 +30,13 @@ def validate_task(root: str) -> dict:
 
 @task(name="build-ledger", **IO_RETRIES)
 def ledger_task(root: str, model: str) -> dict:
-    """Derive and store the model's ledger cells (events appended for changes); return them."""
-    from perfledger.ledger.record import record_cells
-    from perfledger.ledger.source import build_cells
+    """Derive and store the model's ledger cells (events appended for changes); return their overview."""
+    from perfledger.ledger.record import rebuild_cells
     from perfledger.ledger.specs import find_spec
+    from perfledger.ledger.view import cell_overview
 
-    warehouse = Warehouse(Path(root))
     spec = find_spec(model)
-    cells = build_cells(warehouse, spec)
-    with run_lock(warehouse.root, purpose=f"ledger {model}"):
-        record_cells(warehouse, spec.model, cells)
-    rows = cells.select("lane", "system", "backend", "version", "rows", "status").sort("lane", "system", "backend", "version")
-    by_status = dict(sorted(cells.group_by("status").len().iter_rows()))
-    return {"model": spec.model, "cells": rows.to_dicts(), "by_status": by_status}
+    return cell_overview(spec, rebuild_cells(Warehouse(Path(root)), spec))
 
 
 def matrix_dir(path: str) -> Path:
@@ -81,11 +75,10 @@ def matrix_task(root: str, matrices: list[dict], build_models: list[str]) -> lis
 
 @task(name="estimate", **IO_RETRIES)
 def estimate_task(root: str, scenarios: str, models: list[str], gate: dict) -> dict:
-    from perfledger.reports.estimates import estimate_report
-    from perfledger.warehouse.inventory import curated_inventory
+    """Price the reference scenarios, gate them and store them as the warehouse's `estimates` table."""
+    from perfledger.estimator.scenarios import refresh_estimates
 
-    inventory = curated_inventory(Warehouse(Path(root)))
-    return estimate_report(Path(root), Path(scenarios), models, inventory, gate)
+    return refresh_estimates(Path(root), Path(scenarios), models, gate)
 
 
 @task(name="generate", **IO_RETRIES)
@@ -101,9 +94,9 @@ def generate_task(deployment: str, out: str) -> dict:
 
 
 @task(name="publish", **IO_RETRIES)
-def publish_task(root: str, out: str, models: list[str], run: dict, estimates: dict | None) -> dict:
+def publish_task(root: str, out: str, models: list[str], run: dict) -> dict:
     from perfledger.reports.site import build_site
     from perfledger.reports.summary import write_summary
 
-    site = build_site(Path(root), Path(out), models, run, estimates)
+    site = build_site(Path(root), Path(out), models, run)
     return {**site, "summary": str(write_summary(Path(out), run))}

@@ -8,7 +8,9 @@ import polars as pl
 
 from perfledger.ledger.cells import CELLS_SCHEMA
 from perfledger.ledger.events import EVENTS_SCHEMA, derive_events
-from perfledger.ledger.source import CELLS_TABLE, EVENTS_TABLE, now_iso, read_or_empty
+from perfledger.ledger.source import CELLS_TABLE, EVENTS_TABLE, build_cells, now_iso, read_or_empty
+from perfledger.ledger.specs import ModelSpec
+from perfledger.warehouse.lock import run_lock
 
 SCOPE = ["lane", "system", "backend", "version"]
 
@@ -49,6 +51,15 @@ def record_cells(wh, model: str, after: pl.DataFrame, batch_ids: list[str] | Non
         kept = state.join(inside.select(["model", *SCOPE]), on=["model", *SCOPE], how="anti")
     wh.write_table(CELLS_TABLE, pl.concat([kept, after]), mode="overwrite")
     return events
+
+
+def rebuild_cells(wh, spec: ModelSpec) -> pl.DataFrame:
+    """Derive every cell of the model from the warehouse and record them (events for changes) under the
+    warehouse's write lock, so concurrent writers cannot interleave; returns the cells."""
+    cells = build_cells(wh, spec)
+    with run_lock(wh.root, purpose=f"ledger {spec.model}"):
+        record_cells(wh, spec.model, cells)
+    return cells
 
 
 def stored_events(wh, model: str) -> pl.DataFrame:

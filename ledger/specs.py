@@ -1,4 +1,4 @@
-"""Lane specs: one YAML per model (schemas/lanes/*.yaml) loaded into validated dataclasses.
+"""Lane specs: one YAML per model (package data `perfledger.schemas` lanes/*.yaml) loaded into validated dataclasses.
 
 Every error names the YAML file and the key path, e.g. `kimi-k3.yaml: lanes[1].filter.hidden_sz`.
 """
@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-LANES_DIR = REPO_ROOT / "schemas" / "lanes"
+from perfledger.settings import package_file
+
+LANES_DIR = package_file("perfledger.schemas", "lanes")
 # Columns every curated table carries besides the catalog's (warehouse lineage).
 LINEAGE = ("system", "family", "backend", "version", "row_version", "framework", "batch_id", "source_file",
            "source_row", "ingested_at")

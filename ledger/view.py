@@ -26,6 +26,12 @@ def build_payload(spec: ModelSpec, cells: pl.DataFrame, as_of: str | None) -> di
     }
 
 
+def cell_overview(spec: ModelSpec, cells: pl.DataFrame) -> dict:
+    """What a pipeline run keeps of a ledger: each cell's rows and status, and the cells per status present."""
+    rows = cells.select("lane", "system", "backend", "version", "rows", "status").sort("lane", "system", "backend", "version")
+    return {"model": spec.model, "cells": rows.to_dicts(), "by_status": dict(sorted(cells.group_by("status").len().iter_rows()))}
+
+
 def lane_summary(spec: ModelSpec, cells: pl.DataFrame) -> list[dict]:
     """Per lane: title, table, cells by status, total rows, systems done, backend/versions."""
     out = []

@@ -1,14 +1,30 @@
 """The `perfledger` console script: one Typer app, each stage contributes its commands."""
 
+import os
 from importlib import import_module
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
+
+from perfledger.settings import REFERENCE_ENV
 
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     help="Ingest, validate and version LLM-inference perf data; derive ledgers, matrices, estimates, configs.",
 )
+
+
+@app.callback()
+def main(reference_data: Annotated[Optional[Path], typer.Option(
+        "--reference-data", envvar=REFERENCE_ENV, file_okay=False, exists=True,
+        help="Optional reference-data folder (aic/systems, aic/model_configs, aic/catalogs) read besides the "
+             "installed aic data.")] = None) -> None:
+    """Options every command shares; stage code reads them through perfledger.settings."""
+    if reference_data is not None:
+        os.environ[REFERENCE_ENV] = str(reference_data.resolve())
+
 
 # Each module exposes `register(app)`; keep heavy imports inside the command bodies so `--help` is fast.
 STAGE_CLIS = (

@@ -9,7 +9,13 @@ depends on a checkout being around the installed package:
 | warehouse | `--warehouse` | `PERFLEDGER_WAREHOUSE` | `<state>/warehouse` |
 | reports / site | `--out` | `PERFLEDGER_OUT` | `<state>/reports` |
 | Prefect home | — | `PREFECT_HOME` | `<state>/prefect` |
-| reference data | `--reference-data` | `PERFLEDGER_REFERENCE_DATA` | none |
+| reference data | `perfledger --reference-data DIR` | `PERFLEDGER_REFERENCE_DATA` | none |
+| aiconfigurator-core data | — | — | the installed `aic` extra's package folder |
+
+Relative option values resolve against the working directory. A pipeline config (`--config FILE`)
+resolves its own relative paths against the file's folder, and names data shipped inside the wheel as
+`package://<package>/<path>` (e.g. `package://perfledger.generator/examples/vllm_agg.yaml`); the
+embedded default config names only such resources, so it works from any folder.
 
 Reference data is a folder laid out like the team's shared data (`aic/systems/`, `aic/model_configs/`,
 `aic/catalogs/`); it is only read when given. System specs, model configs and the cross-backend manifest
@@ -21,12 +27,14 @@ from __future__ import annotations
 import importlib.util
 import os
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 HOME_ENV = "PERFLEDGER_HOME"
 WAREHOUSE_ENV = "PERFLEDGER_WAREHOUSE"
 OUT_ENV = "PERFLEDGER_OUT"
 REFERENCE_ENV = "PERFLEDGER_REFERENCE_DATA"
+PACKAGE_SCHEME = "package://"
 
 
 def _chosen(option: str | os.PathLike | None, env: str) -> Path | None:
@@ -37,6 +45,22 @@ def _chosen(option: str | os.PathLike | None, env: str) -> Path | None:
 def state_dir() -> Path:
     """The folder for mutable state (warehouse, reports, Prefect's database) unless each is set itself."""
     return _chosen(None, HOME_ENV) or Path.cwd() / "var"
+
+
+def package_file(package: str, *parts: str) -> Path:
+    """A file or folder shipped inside one of our packages (the wheel installs as plain files, never zipped)."""
+    return Path(str(resources.files(package).joinpath(*parts)))
+
+
+def config_path(value: str | os.PathLike, base: Path) -> Path:
+    """A path named in a config file: `package://<package>/<path>` is package data, a relative path sits
+    under the file's folder `base`, an absolute one stays."""
+    text = str(value)
+    if text.startswith(PACKAGE_SCHEME):
+        package, _, rest = text.removeprefix(PACKAGE_SCHEME).partition("/")
+        return package_file(package, *Path(rest).parts)
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else base / path
 
 
 def warehouse_root(option: str | os.PathLike | None = None) -> Path:

@@ -68,13 +68,22 @@ def _slice_frame(wh, table: str, slices: list[tuple[str, str, str]], as_of) -> p
     return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
 
 
+def previous_as_of(wh) -> str | None:
+    """The timestamp of the previous `batches` version (the warehouse before the latest ingest)."""
+    from perfledger.ledger.source import resolve_as_of
+
+    version = wh.table_version("batches")
+    if not version:
+        return None
+    return resolve_as_of(wh, str(version - 1))
+
+
 def latest_diffs(wh, threshold: float = 0.05) -> list[dict]:
     """What the latest ingest changed: the slices its batches wrote, before it (Delta time travel) vs now.
 
     Only touched slices are read, so the cost follows the size of the change, not of the warehouse.
     """
     from perfledger.ledger.source import read_or_empty
-    from perfledger.reports.estimates import previous_as_of
     from perfledger.schemas.catalog import load_catalog
 
     stamp = previous_as_of(wh)

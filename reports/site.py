@@ -1,13 +1,15 @@
 """The static site under the output folder: index.html + Markdown twins, one page per report.
 
-`build_site` reads the warehouse (quarantine, ledger tables, matrix snapshots, table history) and the
-pipeline's stage results, assembles pages (reports.page) and writes them; every write is atomic per
-file, and plots are SVG files beside the pages.
+`build_site` reads the warehouse (quarantine, ledger tables, matrix snapshots, table history, stored
+estimates) and the pipeline's run summary, assembles pages (reports.page) and writes them; every write
+is atomic per file, and plots are SVG files beside the pages.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import polars as pl
 
 from perfledger.reports.page import Page, Section, Table, render_page
 
@@ -22,7 +24,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _plots(out: Path, ledgers: list[dict], estimates: dict | None) -> list[tuple[str, str]]:
+def _plots(out: Path, ledgers: list[dict], estimates: pl.DataFrame) -> list[tuple[str, str]]:
     from perfledger.reports.plots import coverage_heatmap, latency_plot
 
     plots = []
@@ -30,10 +32,11 @@ def _plots(out: Path, ledgers: list[dict], estimates: dict | None) -> list[tuple
         rel = f"plots/coverage-{entry['slug'].removeprefix('ledger-')}.svg"
         _write(out / rel, coverage_heatmap(entry["cells"], f"{entry['title']}: rows per lane x system"))
         plots.append((rel, f"coverage heatmap, {entry['title']}"))
-    for name, sweep in (estimates or {}).get("sweeps", {}).items():
-        rel = f"plots/latency-{name}.svg"
-        _write(out / rel, latency_plot(sweep["points"], f"{name}: {sweep['scenario']}, estimated ms vs tokens"))
-        plots.append((rel, f"latency vs tokens, {name} ({sweep['scenario']})"))
+    sweeps = estimates.filter(pl.col("kind") == "sweep").sort("seq")
+    for (name,), points in sweeps.group_by("model", maintain_order=True):
+        scenario, rel = points["scenario"][0], f"plots/latency-{name}.svg"
+        _write(out / rel, latency_plot(points.to_dicts(), f"{name}: {scenario}, estimated ms vs tokens"))
+        plots.append((rel, f"latency vs tokens, {name} ({scenario})"))
     return plots
 
 
@@ -75,8 +78,10 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
     return Page("index", "perfledger", sections, summary="Published by `perfledger run`.")
 
 
-def build_site(root: Path, out: Path, models: list[str], run: dict, estimates: dict | None) -> dict:
+def build_site(root: Path, out: Path, models: list[str], run: dict) -> dict:
     """Write the whole site; returns {"index": path, "pages": [slugs]}."""
+    from perfledger.estimator.scenarios import ESTIMATES_SCHEMA, ESTIMATES_TABLE
+    from perfledger.ledger.source import read_or_empty
     from perfledger.reports.diff import diff_page, latest_diffs
     from perfledger.reports.estimate_page import estimate_page
     from perfledger.reports.ledger_pages import write_ledger_pages
@@ -86,9 +91,9 @@ def build_site(root: Path, out: Path, models: list[str], run: dict, estimates: d
     wh = Warehouse(root)
     out.mkdir(parents=True, exist_ok=True)
     ledgers = write_ledger_pages(wh, models, out)
+    estimates = read_or_empty(wh, ESTIMATES_TABLE, schema=ESTIMATES_SCHEMA)
     plots = _plots(out, ledgers, estimates)
     quarantine = wh.read_table("quarantine") if wh.has_table("quarantine") else None
-    import polars as pl
 
     pages = [
         _matrix(wh, models),
@@ -98,7 +103,7 @@ def build_site(root: Path, out: Path, models: list[str], run: dict, estimates: d
             (run.get("ingest") or {}).get("failed_batches", [])),
         diff_page(latest_diffs(wh)),
     ]
-    if estimates is not None:
+    if estimates.height:
         pages.append(estimate_page(estimates, [p for p in plots if p[0].startswith("plots/latency-")]))
     pages.insert(0, index_page(run, pages, ledgers, [p for p in plots if p[0].startswith("plots/coverage-")]))
     nav = [(p.slug, p.title if p.slug != "index" else "Home") for p in pages[:1]]

@@ -15,3 +15,13 @@ def curated_inventory(warehouse: Warehouse) -> list[dict]:
         counts = frame.group_by(INVENTORY_COLUMNS).len("rows").sort(INVENTORY_COLUMNS)
         entries.extend({"table": table, **row} for row in counts.iter_rows(named=True))
     return entries
+
+
+def table_totals(entries: list[dict]) -> list[dict]:
+    """Per table (sorted by name): how many slices and rows an inventory lists."""
+    totals: dict[str, dict] = {}
+    for entry in entries:
+        row = totals.setdefault(entry["table"], {"table": entry["table"], "slices": 0, "rows": 0})
+        row["slices"] += 1
+        row["rows"] += entry["rows"]
+    return sorted(totals.values(), key=lambda r: r["table"])

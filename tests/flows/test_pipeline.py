@@ -9,8 +9,9 @@ import pytest
 
 from perfledger.flows.config import ConfigError, load_pipeline_config
 from perfledger.flows.pipeline import run_pipeline
-from tests.flows.conftest import GEMM, scaled_copy, write_config
+from perfledger.settings import package_file
 from perfledger.warehouse.store import Warehouse
+from tests.flows.conftest import GEMM, scaled_copy, write_config
 
 pytestmark = pytest.mark.xdist_group("prefect")
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ def test_full_pipeline_skips_unchanged_work_and_gates_regressions(tmp_path: Path
     out = tmp_path / "out"
     common = dict(models=["kimi-k3"], warehouse=tmp_path / "wh", out=out,
                   matrices=[{"path": str(REPO / ".." / "shared" / "aic" / "support_matrix" / "head-095f58a"), "label": "head"}],
-                  deployments=[str(REPO / "examples" / "deployments" / "vllm_agg.yaml")])
+                  deployments=[str(package_file("perfledger.generator", "examples", "vllm_agg.yaml"))])
     kda, gemm = shared_tree / "b200_sxm" / "kda", shared_tree / GEMM / "0.24.0"
     cfg = load_pipeline_config(write_config(tmp_path / "a.yaml", sources=[str(kda), str(gemm)], **common))
 
@@ -86,3 +87,21 @@ def test_embedded_default_needs_only_the_install() -> None:
     assert cfg.sources == ["aic-package"] and cfg.models == ["kimi-k3"]
     assert all(Path(d).is_file() for d in cfg.deployments) and cfg.scenarios.is_file()
     assert cfg.matrices == [{"path": "aic-package", "label": "aic-package"}]
+
+
+def test_config_paths_resolve_against_the_file_folder(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    config = write_config(folder / "p.yaml", sources=["landing", "aic-package"], warehouse="wh",
+                          matrices=[{"path": "snapshots/head", "label": "head"}],
+                          deployments=["package://perfledger.generator/examples/vllm_agg.yaml", "mine.yaml"])
+    cfg = load_pipeline_config(config)
+    assert cfg.sources == [str(folder / "landing"), "aic-package"] and cfg.warehouse == folder / "wh"
+    assert cfg.matrices == [{"path": str(folder / "snapshots" / "head"), "label": "head"}]
+    assert cfg.deployments == [str(package_file("perfledger.generator", "examples", "vllm_agg.yaml")),
+                               str(folder / "mine.yaml")]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PERFLEDGER_HOME", str(tmp_path / "state"))
+    cli = load_pipeline_config(config, warehouse="cli-wh", out=Path("cli-out"))
+    assert cli.warehouse == tmp_path / "cli-wh" and cli.out == tmp_path / "cli-out"
+    assert load_pipeline_config(config).out == tmp_path / "state" / "reports"

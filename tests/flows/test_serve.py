@@ -23,7 +23,8 @@ def test_project_deployments_have_schedules_and_build() -> None:
     assert deployments["daily-backfill"].parameters["backfill_days"] == 7
 
 
-def test_serve_dry_run_lists_the_deployments() -> None:
+def test_serve_dry_run_lists_the_deployments(monkeypatch) -> None:
+    monkeypatch.chdir(REPO)  # the default file is the working directory's prefect.yaml
     result = CliRunner().invoke(app, ["serve", "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
     names = {d["name"]: d["schedules"] for d in json.loads(result.stdout)}
@@ -43,3 +44,9 @@ def test_bad_deployments_name_file_and_key(tmp_path: Path, body: str, message: s
         load_deployments(path)
     result = CliRunner().invoke(app, ["serve", "--file", str(path), "--dry-run"])
     assert result.exit_code == 2
+
+
+def test_serve_without_a_prefect_yaml_names_the_missing_file(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["serve", "--dry-run"])
+    assert result.exit_code == 2 and f"{tmp_path / 'prefect.yaml'}: no such deployments file" in result.output

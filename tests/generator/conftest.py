@@ -14,9 +14,10 @@ import pytest
 
 from perfledger.generator.api import Rendered, build_document, render_document
 from perfledger.generator.yamlio import load_yaml_file
+from perfledger.settings import package_file
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples" / "deployments"
+EXAMPLES = package_file("perfledger.generator", "examples")
 GOLDEN = REPO / "tests" / "golden" / "generator"
 TARGETS = ("dynamo", "llm-d-helm", "llm-d-kustomize")
 
@@ -32,7 +33,7 @@ COMBOS = [(p.stem, t) for p in sorted(EXAMPLES.glob("*.yaml")) for t in example_
 
 
 def example(name: str) -> dict[str, Any]:
-    """A fresh copy of examples/deployments/<name>.yaml."""
+    """A fresh copy of the shipped example generator/examples/<name>.yaml."""
     return copy.deepcopy(load_yaml_file(EXAMPLES / f"{name}.yaml"))
 
 

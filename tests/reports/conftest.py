@@ -12,9 +12,10 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def published_site(tmp_path_factory, shared_tree: Path) -> dict:
     """Ingest kda + an h200 GEMM slice, derive, import a matrix, estimate, generate, publish (no Prefect)."""
+    from perfledger.estimator.scenarios import DEFAULT_SCENARIOS
     from perfledger.flows.tasks import estimate_task, generate_task, ledger_task, matrix_task, publish_task
-    from perfledger.flows.config import DEFAULT_SCENARIOS
     from perfledger.ledger.hooks import on_ingest
+    from perfledger.settings import package_file
     from perfledger.warehouse.ingest import ingest
     from perfledger.warehouse.store import Warehouse
 
@@ -27,10 +28,10 @@ def published_site(tmp_path_factory, shared_tree: Path) -> dict:
                                          "label": "head"}], ["kimi-k3"])
     gate = {"warn_pct": 5.0, "fail_pct": 10.0}
     estimates = estimate_task.fn(str(root), str(DEFAULT_SCENARIOS), ["kimi-k3"], gate)
-    deployments = [generate_task.fn(str(REPO / "examples" / "deployments" / "vllm_agg.yaml"), str(out))]
+    deployments = [generate_task.fn(str(package_file("perfledger.generator", "examples", "vllm_agg.yaml")), str(out))]
     run = {"finished_at": "2026-01-01T00:00:00+00:00", "seconds": 1.0, "warehouse": str(root), "sources": sources,
            "ingest": report, "tables": [], "inventory_tables": 0, "inventory_slices": 0, "inventory_rows": 0,
            "ledgers": ledgers, "deployments": deployments, "stages": [{"stage": "ingest", "status": "ran", "seconds": 1.0}]}
-    site = publish_task.fn(str(root), str(out), ["kimi-k3"], run, estimates)
+    site = publish_task.fn(str(root), str(out), ["kimi-k3"], run)
     return {"out": out, "index": Path(site["index"]), "ingest": report, "ledgers": ledgers, "matrix": matrix[0], "built_matrix": matrix[1],
             "estimates": estimates}

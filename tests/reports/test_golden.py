@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from perfledger.estimator.scenarios import estimates_frame
 from perfledger.reports.estimate_page import estimate_page
 from perfledger.reports.matrix_page import matrix_page
 from perfledger.reports.page import render_page
@@ -35,7 +36,8 @@ def matrix() -> pl.DataFrame:
     return pl.DataFrame(rows, schema=cols, orient="row")
 
 
-def estimates() -> dict:
+def estimates() -> pl.DataFrame:
+    """A stored pricing, as the `estimates` table holds it."""
     rows = [{"model": "kimi-k3", "scenario": "prefill 4k", "metric": "TTFT", "system": "h200_sxm", "backend": "vllm",
              "version": "0.24.0", "ms": 20.72, "source": "silicon", "error": None, "previous_ms": 20.0,
              "delta_pct": 3.6, "verdict": "ok"},
@@ -43,8 +45,9 @@ def estimates() -> dict:
              "version": "0.24.0", "ms": None, "source": None, "error": "gemm: no gemm_perf rows", "previous_ms": None,
              "delta_pct": None, "verdict": "miss"}]
     counts = {"ok": 1, "warn": 0, "fail": 0, "lost": 0, "new": 0, "miss": 1}
-    return {"as_of_previous": "2026-01-01T00:00:00+00:00", "models": {"kimi-k3": "moonshotai/Kimi-K3"},
-            "gate": {"status": "pass", "warn_pct": 5.0, "fail_pct": 10.0, "counts": counts, "rows": rows}, "sweeps": {}}
+    report = {"as_of_previous": "2026-01-01T00:00:00+00:00", "models": {"kimi-k3": "moonshotai/Kimi-K3"},
+              "gate": {"status": "pass", "warn_pct": 5.0, "fail_pct": 10.0, "counts": counts, "rows": rows}, "sweeps": {}}
+    return estimates_frame(report, priced_at="2026-01-02T00:00:00+00:00", priced_from={"batches": 1}, compared_with=0)
 
 
 def pages():

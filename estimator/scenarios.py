@@ -1,20 +1,36 @@
-"""Reference-scenario estimates (TTFT / TPOT) and the prediction regression gate.
+"""Reference-scenario estimates (TTFT / TPOT), the prediction regression gate, and the `estimates` table.
 
 Two kinds of scenario: `kind: static` asks the estimator's model assembler for TTFT and TPOT of the
 model at (batch, isl, osl) -- a miss (an architecture it cannot assemble yet) is reported, never
 filled in; an operator scenario lists operators with a count, and its phase time is the sum of
-latency x count. Both run in HYBRID mode (collected data first, transfers labelled). The gate
-compares each estimate with the same estimate over the previous warehouse version.
+latency x count. Both run in HYBRID mode (collected data first, transfers labelled).
+
+`refresh_estimates` stores each pricing as the next version of the warehouse table `estimates` (one
+Delta commit: scenario rows with their gate verdicts, the plot's token sweep, and the warehouse table
+versions they were priced from), which the site renders. The gate compares with the estimates stored
+last time -- the table's version before this write, which each row names in `compared_with` for time
+travel -- never with a recomputation.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import polars as pl
 import yaml
 
+DEFAULT_SCENARIOS = Path(__file__).with_name("scenarios.yaml")
+ESTIMATES_TABLE = "estimates"
+ESTIMATES_SCHEMA = {
+    "seq": pl.Int64, "kind": pl.String, "model": pl.String, "hf_model": pl.String, "scenario": pl.String,
+    "metric": pl.String, "system": pl.String, "backend": pl.String, "version": pl.String, "tokens": pl.Int64,
+    "ms": pl.Float64, "source": pl.String, "error": pl.String, "previous_ms": pl.Float64, "delta_pct": pl.Float64,
+    "verdict": pl.String, "gate_status": pl.String, "warn_pct": pl.Float64, "fail_pct": pl.Float64,
+    "compared_with": pl.Int64, "previous_priced_at": pl.String, "priced_at": pl.String, "priced_from": pl.String,
+}
+GATE_KEY = ("model", "scenario", "metric", "system", "backend", "version")
 PHASES = {"prefill": "TTFT", "decode": "TPOT"}
 SWEEP_TOKENS = (256, 1024, 4096, 16384)  # the latency-vs-tokens plot's x axis
 VALUE_COLUMN = {"gemm": "m", "moe": "tokens"}
@@ -133,12 +149,11 @@ def token_sweep(est, scenarios: dict[str, list[dict]], inventory: list[dict], sy
 
 
 def gate(current: list[dict], previous: list[dict] | None, warn_pct: float, fail_pct: float) -> dict:
-    """Compare predictions with the previous warehouse version: ok / warn / fail / new / lost per row."""
-    key = ("model", "scenario", "metric", "system", "backend", "version")
-    before = {tuple(r[k] for k in key): r["ms"] for r in previous or []}
+    """Compare predictions with the previously stored ones: ok / warn / fail / new / lost per row."""
+    before = {tuple(r[k] for k in GATE_KEY): r["ms"] for r in previous or []}
     rows = []
     for r in current:
-        old = before.get(tuple(r[k] for k in key))
+        old = before.get(tuple(r[k] for k in GATE_KEY))
         if previous is None or old is None:
             verdict, delta = ("new" if r["ms"] is not None else "miss"), None
         elif r["ms"] is None:
@@ -152,35 +167,55 @@ def gate(current: list[dict], previous: list[dict] | None, warn_pct: float, fail
     return {"status": status, "warn_pct": warn_pct, "fail_pct": fail_pct, "counts": counts, "rows": rows}
 
 
-def previous_as_of(wh) -> str | None:
-    """The timestamp of the previous `batches` version (the warehouse before the latest ingest)."""
-    from perfledger.ledger.source import resolve_as_of
+def estimates_frame(report: dict, *, priced_at: str, priced_from: dict, compared_with: int | None) -> pl.DataFrame:
+    """The `estimates` table's rows for one pricing: gated scenario rows, then the sweep points."""
+    g = report["gate"]
+    run = {"gate_status": g["status"], "warn_pct": g["warn_pct"], "fail_pct": g["fail_pct"],
+           "compared_with": compared_with, "previous_priced_at": report["as_of_previous"], "priced_at": priced_at,
+           "priced_from": json.dumps(priced_from, sort_keys=True)}
+    rows = [{**r, "kind": "scenario", "hf_model": report["models"][r["model"]]} for r in g["rows"]]
+    rows += [{**p, "kind": "sweep", "hf_model": report["models"][model]}
+             for model, sweep in report["sweeps"].items() for p in sweep["points"]]
+    return pl.DataFrame([{**{c: r.get(c) for c in ESTIMATES_SCHEMA}, **run, "seq": i} for i, r in enumerate(rows)],
+                        schema=ESTIMATES_SCHEMA)
 
-    version = wh.table_version("batches")
-    if not version:
-        return None
-    return resolve_as_of(wh, str(version - 1))
+
+def table_versions(wh) -> dict[str, int | None]:
+    """The warehouse table versions an estimate reads: `batches` (one commit per ingest) and every curated table."""
+    return {"batches": wh.table_version("batches"),
+            **{f"curated/{t}": wh.table_version(t, curated=True) for t in wh.curated_tables()}}
 
 
-def estimate_report(root: Path, scenarios_path: Path, models: list[str], inventory: list[dict], gate_cfg: dict) -> dict:
-    """Current estimates, previous-version estimates and the gate, for the configured models."""
+def refresh_estimates(root: Path, scenarios_path: Path, models: list[str], gate_cfg: dict) -> dict:
+    """Price the configured models' scenarios, gate them against the stored estimates and store them as the
+    next version of the `estimates` table; returns the report (with the table `version` written)."""
     from perfledger.estimator.context import Estimator
     from perfledger.estimator.sources import WarehouseSource
+    from perfledger.ledger.source import now_iso
     from perfledger.ledger.specs import find_spec
+    from perfledger.warehouse.inventory import curated_inventory
+    from perfledger.warehouse.lock import run_lock
     from perfledger.warehouse.store import Warehouse
 
+    wh = Warehouse(root)
     scenarios = load_scenarios(scenarios_path)
     specs = {m: find_spec(m) for m in models}
     wanted = {name: scenarios[name] for name in models if name in scenarios}
     systems_of = {name: spec.systems for name, spec in specs.items()}
     hf_ids = {name: spec.model for name, spec in specs.items()}
+    inventory = curated_inventory(wh)
     est = Estimator(WarehouseSource(root))
     current = scenario_rows(est, wanted, inventory, systems_of, hf_ids)
-    stamp = previous_as_of(Warehouse(root))
-    previous = None
-    if stamp is not None:
-        previous = scenario_rows(Estimator(WarehouseSource(root, as_of=stamp)), wanted, inventory, systems_of, hf_ids)
-        previous = [r for r in previous if r["ms"] is not None]
-    return {"as_of_previous": stamp, "models": {name: specs[name].model for name in wanted},
-            "gate": gate(current, previous, gate_cfg["warn_pct"], gate_cfg["fail_pct"]),
-            "sweeps": token_sweep(est, wanted, inventory, systems_of)}
+    sweeps = token_sweep(est, wanted, inventory, systems_of)
+    with run_lock(wh.root, purpose="estimates"):
+        compared_with = wh.table_version(ESTIMATES_TABLE)
+        previous, stamp = None, None
+        if compared_with is not None:
+            stored = wh.read_table(ESTIMATES_TABLE, as_of=compared_with).filter(pl.col("kind") == "scenario")
+            previous = stored.filter(pl.col("ms").is_not_null()).select(*GATE_KEY, "ms").to_dicts()
+            stamp = stored["priced_at"][0] if stored.height else None
+        report = {"as_of_previous": stamp, "models": {name: specs[name].model for name in wanted},
+                  "gate": gate(current, previous, gate_cfg["warn_pct"], gate_cfg["fail_pct"]), "sweeps": sweeps}
+        frame = estimates_frame(report, priced_at=now_iso(), priced_from=table_versions(wh), compared_with=compared_with)
+        version = wh.write_table(ESTIMATES_TABLE, frame, mode="overwrite")
+    return {**report, "version": version}

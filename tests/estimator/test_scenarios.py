@@ -1,13 +1,15 @@
-"""Scenario files and the prediction regression gate (pure), plus scenario pricing on real data."""
+"""Scenario files and the prediction regression gate (pure), scenario pricing on real data, the stored table."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
-from perfledger.flows.config import DEFAULT_SCENARIOS
-from perfledger.reports.estimates import ScenarioError, gate, load_scenarios, price_scenario
+from perfledger.estimator.scenarios import (DEFAULT_SCENARIOS, SWEEP_TOKENS, ScenarioError, gate, load_scenarios,
+                                            price_scenario)
 
 ROW = {"model": "m", "scenario": "s", "metric": "TTFT", "system": "h200_sxm", "backend": "vllm", "version": "1"}
 
@@ -60,9 +62,8 @@ def test_scenario_time_is_the_count_weighted_sum_of_operator_estimates(shared_tr
 
 def test_static_scenarios_give_ttft_and_tpot_or_a_named_miss(shared_tree: Path) -> None:
     from perfledger.estimator.context import Estimator
+    from perfledger.estimator.scenarios import price_static
     from perfledger.estimator.sources import TreeSource
-
-    from perfledger.reports.estimates import price_static
 
     est = Estimator(TreeSource(shared_tree))
     sc = {"name": "s", "kind": "static", "batch": 1, "isl": 512, "osl": 2}
@@ -72,3 +73,36 @@ def test_static_scenarios_give_ttft_and_tpot_or_a_named_miss(shared_tree: Path) 
     # the reference prices this point at TTFT 811.7419 ms and TPOT 51.1767 ms (aiconfigurator-core 0.12.0)
     assert k3["TTFT"]["ms"] == pytest.approx(811.7419454227842, rel=1e-6)
     assert k3["TPOT"]["ms"] == pytest.approx(51.17665185726785, rel=1e-6)
+
+
+def test_estimates_are_stored_and_gated_against_the_stored_version(tmp_path: Path, shared_tree: Path) -> None:
+    from perfledger.estimator.scenarios import ESTIMATES_TABLE, refresh_estimates
+    from perfledger.warehouse.ingest import ingest
+    from perfledger.warehouse.store import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    ingest([str(shared_tree / "h200_sxm" / "gemm" / "vllm" / "0.24.0")], wh)
+    scenarios = tmp_path / "s.yaml"
+    scenarios.write_text("kimi-k3:\n  - {name: decode, phase: decode, tokens: 64, "
+                         "ops: [{op: gemm, quant: bfloat16, n: 4608, k: 3584, count: 61}]}\n")
+    thresholds = {"warn_pct": 5.0, "fail_pct": 10.0}
+
+    first = refresh_estimates(wh.root, scenarios, ["kimi-k3"], thresholds)
+    assert first["version"] == 0 and first["gate"]["status"] == "no baseline"
+    stored = wh.read_table(ESTIMATES_TABLE)
+    priced = stored.filter(pl.col("kind") == "scenario").sort("seq")
+    assert priced["ms"].to_list() == [r["ms"] for r in first["gate"]["rows"]] and priced.height >= 1
+    assert set(priced["hf_model"]) == {"moonshotai/Kimi-K3"} and set(priced["verdict"]) == {"new"}
+    assert json.loads(priced["priced_from"][0]) == {"batches": wh.table_version("batches"), "curated/gemm_perf": 0}
+    sweep = stored.filter(pl.col("kind") == "sweep")
+    assert sorted(set(sweep["tokens"])) == list(SWEEP_TOKENS) and sweep["ms"].null_count() == 0
+
+    # A stored baseline 20% below today's numbers: the gate reads that version, it does not re-price the old data.
+    baseline = wh.write_table(ESTIMATES_TABLE, stored.with_columns(pl.col("ms") * 0.8), mode="overwrite")
+    second = refresh_estimates(wh.root, scenarios, ["kimi-k3"], thresholds)
+    assert second["version"] == baseline + 1 and second["gate"]["status"] == "fail"
+    assert all(r["verdict"] == "fail" and r["delta_pct"] == pytest.approx(25.0) for r in second["gate"]["rows"])
+    latest = wh.read_table(ESTIMATES_TABLE)
+    assert set(latest["compared_with"]) == {baseline} and set(latest["previous_priced_at"]) == {priced["priced_at"][0]}
+    assert wh.read_table(ESTIMATES_TABLE, as_of=baseline)["ms"].to_list() == pytest.approx(
+        [ms * 0.8 for ms in stored["ms"]])
