@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
@@ -186,23 +188,28 @@ def table_versions(wh) -> dict[str, int | None]:
             **{f"curated/{t}": wh.table_version(t, curated=True) for t in wh.curated_tables()}}
 
 
-def refresh_estimates(root: Path, scenarios_path: Path, models: list[str], gate_cfg: dict) -> dict:
+@dataclass(frozen=True)
+class ScenarioModel:
+    """What pricing needs of a model: its HF id and the systems its lanes cover (the ledger's lane spec knows)."""
+
+    hf_id: str
+    systems: tuple[str, ...]
+
+
+def refresh_estimates(root: Path, scenarios_path: Path, models: dict[str, ScenarioModel], gate_cfg: dict) -> dict:
     """Price the configured models' scenarios, gate them against the stored estimates and store them as the
     next version of the `estimates` table; returns the report (with the table `version` written)."""
     from perfledger.estimator.context import Estimator
     from perfledger.estimator.sources import WarehouseSource
-    from perfledger.ledger.source import now_iso
-    from perfledger.ledger.specs import find_spec
     from perfledger.warehouse.inventory import curated_inventory
     from perfledger.warehouse.lock import run_lock
     from perfledger.warehouse.store import Warehouse
 
     wh = Warehouse(root)
     scenarios = load_scenarios(scenarios_path)
-    specs = {m: find_spec(m) for m in models}
     wanted = {name: scenarios[name] for name in models if name in scenarios}
-    systems_of = {name: spec.systems for name, spec in specs.items()}
-    hf_ids = {name: spec.model for name, spec in specs.items()}
+    systems_of = {name: model.systems for name, model in models.items()}
+    hf_ids = {name: model.hf_id for name, model in models.items()}
     inventory = curated_inventory(wh)
     est = Estimator(WarehouseSource(root))
     current = scenario_rows(est, wanted, inventory, systems_of, hf_ids)
@@ -214,8 +221,8 @@ def refresh_estimates(root: Path, scenarios_path: Path, models: list[str], gate_
             stored = wh.read_table(ESTIMATES_TABLE, as_of=compared_with).filter(pl.col("kind") == "scenario")
             previous = stored.filter(pl.col("ms").is_not_null()).select(*GATE_KEY, "ms").to_dicts()
             stamp = stored["priced_at"][0] if stored.height else None
-        report = {"as_of_previous": stamp, "models": {name: specs[name].model for name in wanted},
+        report = {"as_of_previous": stamp, "models": {name: models[name].hf_id for name in wanted},
                   "gate": gate(current, previous, gate_cfg["warn_pct"], gate_cfg["fail_pct"]), "sweeps": sweeps}
-        frame = estimates_frame(report, priced_at=now_iso(), priced_from=table_versions(wh), compared_with=compared_with)
+        frame = estimates_frame(report, priced_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"), priced_from=table_versions(wh), compared_with=compared_with)
         version = wh.write_table(ESTIMATES_TABLE, frame, mode="overwrite")
     return {**report, "version": version}

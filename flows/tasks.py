@@ -76,9 +76,11 @@ def matrix_task(root: str, matrices: list[dict], build_models: list[str]) -> lis
 @task(name="estimate", **IO_RETRIES)
 def estimate_task(root: str, scenarios: str, models: list[str], gate: dict) -> dict:
     """Price the reference scenarios, gate them and store them as the warehouse's `estimates` table."""
-    from perfledger.estimator.scenarios import refresh_estimates
+    from perfledger.estimator.scenarios import ScenarioModel, refresh_estimates
+    from perfledger.ledger.specs import find_spec
 
-    return refresh_estimates(Path(root), Path(scenarios), models, gate)
+    scope = {name: ScenarioModel(spec.model, tuple(spec.systems)) for name in models for spec in [find_spec(name)]}
+    return refresh_estimates(Path(root), Path(scenarios), scope, gate)
 
 
 @task(name="generate", **IO_RETRIES)

@@ -76,7 +76,8 @@ def test_static_scenarios_give_ttft_and_tpot_or_a_named_miss(shared_tree: Path) 
 
 
 def test_estimates_are_stored_and_gated_against_the_stored_version(tmp_path: Path, shared_tree: Path) -> None:
-    from perfledger.estimator.scenarios import ESTIMATES_TABLE, refresh_estimates
+    from perfledger.estimator.scenarios import ESTIMATES_TABLE, ScenarioModel, refresh_estimates
+    from perfledger.ledger.specs import find_spec
     from perfledger.warehouse.ingest import ingest
     from perfledger.warehouse.store import Warehouse
 
@@ -86,8 +87,10 @@ def test_estimates_are_stored_and_gated_against_the_stored_version(tmp_path: Pat
     scenarios.write_text("kimi-k3:\n  - {name: decode, phase: decode, tokens: 64, "
                          "ops: [{op: gemm, quant: bfloat16, n: 4608, k: 3584, count: 61}]}\n")
     thresholds = {"warn_pct": 5.0, "fail_pct": 10.0}
+    lanes = find_spec("kimi-k3")
+    k3 = {"kimi-k3": ScenarioModel(lanes.model, tuple(lanes.systems))}
 
-    first = refresh_estimates(wh.root, scenarios, ["kimi-k3"], thresholds)
+    first = refresh_estimates(wh.root, scenarios, k3, thresholds)
     assert first["version"] == 0 and first["gate"]["status"] == "no baseline"
     stored = wh.read_table(ESTIMATES_TABLE)
     priced = stored.filter(pl.col("kind") == "scenario").sort("seq")
@@ -99,7 +102,7 @@ def test_estimates_are_stored_and_gated_against_the_stored_version(tmp_path: Pat
 
     # A stored baseline 20% below today's numbers: the gate reads that version, it does not re-price the old data.
     baseline = wh.write_table(ESTIMATES_TABLE, stored.with_columns(pl.col("ms") * 0.8), mode="overwrite")
-    second = refresh_estimates(wh.root, scenarios, ["kimi-k3"], thresholds)
+    second = refresh_estimates(wh.root, scenarios, k3, thresholds)
     assert second["version"] == baseline + 1 and second["gate"]["status"] == "fail"
     assert all(r["verdict"] == "fail" and r["delta_pct"] == pytest.approx(25.0) for r in second["gate"]["rows"])
     latest = wh.read_table(ESTIMATES_TABLE)
