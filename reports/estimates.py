@@ -9,7 +9,6 @@ compares each estimate with the same estimate over the previous warehouse versio
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -50,10 +49,10 @@ def load_scenarios(path: Path) -> dict[str, list[dict]]:
 
 
 def op_table(op: str) -> str:
-    """The perf table an op family reads (the estimator's own TABLE constant)."""
-    from perfledger.estimator.ops import get_model
+    """The perf table an op family reads (the op's declared table)."""
+    from perfledger.estimator.ops.registry import get_model
 
-    return sys.modules[type(get_model(op)).__module__].TABLE
+    return get_model(op).table
 
 
 def slices(inventory: list[dict], table: str, systems: tuple[str, ...]) -> list[tuple[str, str, str]]:
@@ -83,7 +82,7 @@ def price_scenario(est, scenario: dict, cell: tuple[str, str, str]) -> dict:
 
 def price_static(est, hf_model: str, scenario: dict, cell: tuple[str, str, str]) -> dict[str, dict]:
     """{"TTFT": {ms, source, error}, "TPOT": {...}} from the estimator's model assembler."""
-    from perfledger.estimator.assembly import Deploy, static
+    from perfledger.estimator.static import Deploy, static
 
     try:
         out = static(est, hf_model, Deploy(*cell, **(scenario.get("deploy") or {})), batch=int(scenario["batch"]),
@@ -164,8 +163,8 @@ def previous_as_of(wh) -> str | None:
 
 def estimate_report(root: Path, scenarios_path: Path, models: list[str], inventory: list[dict], gate_cfg: dict) -> dict:
     """Current estimates, previous-version estimates and the gate, for the configured models."""
-    from perfledger.estimator.context import Estimator
-    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.ledger.specs import find_spec
     from perfledger.warehouse.store import Warehouse
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perfledger.estimator.batch import estimate_one
-from perfledger.estimator.dsa import prefill_dsa
+from perfledger.estimator.models.dsa_prefill import prefill_dsa
 from perfledger.estimator.errors import EstimatorError, NoDataError
 from perfledger.cli import app
 

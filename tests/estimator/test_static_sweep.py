@@ -8,7 +8,7 @@ import importlib.util
 
 import pytest
 
-from perfledger.estimator.assembly import Deploy, static
+from perfledger.estimator.static import Deploy, static
 from perfledger.estimator.errors import UnsupportedModelError
 from tests.estimator.conftest import REPO
 
