@@ -42,11 +42,6 @@ def _doc(path: Path = QUANT_YAML) -> dict:
     return doc
 
 
-def quant_names(family: str) -> list[str]:
-    """Quants of a family in file order (the order the transfer ladder breaks ties with)."""
-    return list(_family(family)["quants"])
-
-
 def _family(family: str) -> dict:
     doc = _doc()
     if family not in doc:
