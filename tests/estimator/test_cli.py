@@ -112,7 +112,7 @@ def test_static_reports_memory_per_gpu_and_says_when_it_does_not_fit():
 def test_static_model_config_path_prices_like_the_name_and_a_bad_path_exits_1(tmp_path):
     """--model-config reads an HF config.json (or a folder with one, plus its hf_quant_config.json) instead of
     looking --model up: the same checkpoint gives the same TTFT, TPOT, quants and memory as its name."""
-    from perfledger.estimator.models.config import config_file
+    from perfledger.estimator.models.config import config_file, hf_quant_path
 
     args = ["--system", "h200_sxm", "--backend", "trtllm", "--version", "1.3.0rc20", "--tp", "2", "--batch", "4",
             "--isl", "1000", "--osl", "50", "--data", "aic-package", "--json"]
@@ -123,10 +123,9 @@ def test_static_model_config_path_prices_like_the_name_and_a_bad_path_exits_1(tm
     folder.mkdir()
     source = config_file(model)
     (folder / "config.json").write_text(source.read_text())
-    (folder / "hf_quant_config.json").write_text(source.with_name(source.name.replace("_config.json", "_hf_quant_config.json"))
-                                                  .read_text())
-    named, by_folder, by_file = (json.loads(by_name.stdout), json.loads(_run("static", "--model-config", str(folder), *args).stdout),
-                                 json.loads(_run("static", "--model-config", str(source), *args).stdout))
+    (folder / "hf_quant_config.json").write_text(hf_quant_path(source).read_text())
+    named = json.loads(by_name.stdout)
+    by_folder, by_file = (json.loads(_run("static", "--model-config", str(path), *args).stdout) for path in (folder, source))
     assert named == by_folder == by_file and named["quants"]["gemm"] == {"quant": "fp8_static", "source": "checkpoint"}
     missing = _run("static", "--model-config", str(tmp_path / "nope"), *args)
     assert missing.exit_code == 1 and "--model-config" in missing.output and "does not exist" in missing.output
