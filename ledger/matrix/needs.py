@@ -122,7 +122,7 @@ def _choice(t: dict, names: dict, labels: dict, phase: str, where: str):
     for j, raw in enumerate(t["any_of"]):
         at = f"{where}.any_of[{j}]"
         if isinstance(raw, dict) and set(raw) <= {"plan_kernels", "backends"} and "plan_kernels" in raw:
-            raw = {**raw, "ops": _plan_kernels(raw.pop("plan_kernels"), at)}
+            raw = {"ops": _plan_kernels(raw["plan_kernels"], at), **({"backends": raw["backends"]} if "backends" in raw else {})}
         if not isinstance(raw, dict) or set(raw) - {"ops", "backends"} or not isinstance(raw.get("ops"), list) \
                 or not raw["ops"]:
             raise NeedsError(f"{at}: expected {{ops: [op templates], backends: [names] (optional)}} "
