@@ -182,7 +182,7 @@ class WarehouseSource(PerfSource):
         return f"warehouse {self.root}"
 
     def manifest_dir(self) -> Path:
-        """A manifest beside the warehouse tables, as its reuse table sits with them (else ../shared's catalog)."""
+        """A manifest beside the warehouse tables, as its reuse table sits with them (else cross_backend's fallbacks)."""
         return Path(self.root)
 
     def batches_version(self) -> int | None:

@@ -28,7 +28,7 @@ class Grid:
     _leaves: tuple | None = field(default=None, repr=False)
 
 
-def build_grid(axes: tuple[str, ...], rows, sol, sqrt_axes=()) -> Grid:
+def coordinate_grid(axes: tuple[str, ...], rows, sol, sqrt_axes=()) -> Grid:
     """rows: iterable of (coord tuple in `axes` order, latency), first occurrence wins."""
     tree: dict = {}
     for coords, lat in rows:
@@ -57,7 +57,7 @@ def table_slice(est, system: str, backend: str, version: str, table: str, filter
 def rows_grid(rows, axes: tuple[str, ...], sol, sqrt_axes=()) -> Grid:
     """Grid over a frame's `axes` columns and its latency column (first row per coordinate wins)."""
     data = ((tuple(r[:-1]), r[-1]) for r in rows.select(*axes, "latency").iter_rows())
-    return build_grid(axes, data, sol, sqrt_axes)
+    return coordinate_grid(axes, data, sol, sqrt_axes)
 
 
 def _descend(g: Grid, node, level: int, q: dict):

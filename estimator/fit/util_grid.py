@@ -22,7 +22,7 @@ class UtilGrid:
     tree: object
 
 
-def build_grid(coords: np.ndarray, util: np.ndarray) -> UtilGrid | None:
+def build_util_grid(coords: np.ndarray, util: np.ndarray) -> UtilGrid | None:
     """coords: (samples, axes) raw coordinates in file order; util = SOL / latency. None when empty."""
     from scipy.spatial import cKDTree
 
@@ -68,7 +68,7 @@ def curve_estimate(sizes: np.ndarray, lats: np.ndarray, sol_slice, sol_query, x:
     the data borrows the boundary slice); raises ValueError when the slice holds no usable sample.
     """
     sizes = np.asarray(sizes, dtype=np.float64)
-    grid = build_grid(sizes[:, None], sol_slice(sizes) / np.asarray(lats, dtype=np.float64))
+    grid = build_util_grid(sizes[:, None], sol_slice(sizes) / np.asarray(lats, dtype=np.float64))
     if grid is None:
         raise ValueError("empty util grid")
     x = np.asarray(x, dtype=np.float64)

@@ -9,7 +9,7 @@ from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 from perfledger.estimator.fit.curve import eval_curve
 from perfledger.estimator.fit.roofline import moe_sol
 from perfledger.estimator.fit.transfer import feature_distance, log_spans, pick_reference
-from perfledger.estimator.fit.util_grid import build_grid, query_util
+from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.base import OpModel
 from perfledger.estimator.quant.profiles import quant_profile, util_level
 
@@ -88,7 +88,7 @@ class MoeModel(OpModel):
             if not rows.height:
                 return None
             tokens = rows["num_tokens"].to_numpy()
-            return build_grid(tokens[:, None], self._sol_fn(est, sol_key)(tokens) / rows["latency"].to_numpy())
+            return build_util_grid(tokens[:, None], self._sol_fn(est, sol_key)(tokens) / rows["latency"].to_numpy())
 
         ident = tuple(slice_key[c] for c in self.group_keys) + tuple(sol_key[c] for c in self.group_keys)
         return est.memo(("moe_grid", shared, kind, *ident), build)

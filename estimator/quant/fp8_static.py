@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from perfledger.estimator.errors import NoDataError
-from perfledger.estimator.fit.util_grid import build_grid, query_util
+from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 
 OVERHEADS = {"compute_scale": ("computescale_perf", False), "scale_matrix": ("scale_matrix_perf", True)}
 
@@ -76,7 +76,7 @@ def overhead_empirical(est, system: str, backend: str, version: str, name: str, 
         coords = np.column_stack([df["m"].to_numpy(), df["k"].to_numpy()]).astype(np.float64)
         lat = df["latency"].to_numpy()
         with np.errstate(divide="ignore"):
-            grid = build_grid(coords, coords[:, 0] * coords[:, 1] / lat)
+            grid = build_util_grid(coords, coords[:, 0] * coords[:, 1] / lat)
         logc = np.log(coords)
         lo, span = logc.min(axis=0), logc.max(axis=0) - logc.min(axis=0)
         span[span == 0] = 1.0

@@ -22,8 +22,8 @@ def wheel_est():
 
 @pytest.fixture(scope="session")
 def shared_est():
-    from perfledger.estimator.session import Estimator
     from perfledger.estimator.data.sources import TreeSource
+    from perfledger.estimator.session import Estimator
 
     return Estimator(TreeSource(SHARED_DATA))
 

@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfledger.estimator.batch import estimate
-from perfledger.estimator.fit.grid import build_grid, evaluate
+from perfledger.estimator.fit.grid import coordinate_grid, evaluate
 
 
 def _toy():
     sol = lambda q: 1e-3 * q["h"] * q["s"] ** 2 * q["b"]  # noqa: E731
     rows = [((h, s, b), sol({"h": h, "s": s, "b": b}) * 2.0) for h in (8, 16) for s in (64, 256, 1024) for b in (1, 4)
             if not (s == 1024 and b == 4)]  # a corner-truncated staircase
-    return build_grid(("h", "s", "b"), rows, sol, sqrt_axes=("s",)), sol
+    return coordinate_grid(("h", "s", "b"), rows, sol, sqrt_axes=("s",)), sol
 
 
 def test_exact_hit_and_sqrt_blend_along_seq():

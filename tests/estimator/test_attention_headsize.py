@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfledger.estimator.ops.attention.head_size import head_ratio, headsize_doc
 from perfledger.estimator.batch import estimate
+from perfledger.estimator.ops.attention.head_size import head_ratio, headsize_doc
 from tests.estimator.test_attention_empirical import (
     _ours,
     _ref_context,

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from perfledger.estimator.static import Deploy, static
+from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.models.config import read_config
 from perfledger.estimator.quant.checkpoint import QUANTS, infer, resolve
-from perfledger.estimator.errors import EstimatorError
+from perfledger.estimator.static import Deploy, static
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_CONFIGS = REPO / ".." / "shared" / "aic" / "model_configs"

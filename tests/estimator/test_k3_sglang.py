@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from perfledger.estimator.static import Deploy, static
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import NoDataError
+from perfledger.estimator.static import Deploy, static
 from tests.estimator.k3_reference import K3, assert_same_ops, reference
 
 L40S = ("l40s", "sglang", "0.5.14")

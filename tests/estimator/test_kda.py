@@ -106,8 +106,8 @@ ROOFLINE_BYTES = [
 
 @pytest.mark.parametrize("kernel,phase,heads,hk,hv,dc,batch,seq,nbytes", ROOFLINE_BYTES)
 def test_kda_roofline_bytes(kernel, phase, heads, hk, hv, dc, batch, seq, nbytes):
-    from perfledger.estimator.ops.kda import kda_catalog
     from perfledger.estimator.fit.roofline import kda_sol
+    from perfledger.estimator.ops.kda import kda_catalog
 
     cat = kda_catalog()
     ms = kda_sol(cat["forms"][phase][kernel], batch, seq, heads, hk, hv, dc, cat["chunk"], 1e9)[0]

@@ -7,6 +7,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfledger.estimator.data.system_specs import load_spec
 from perfledger.estimator.models.config import ModelConfig, model_config
 from perfledger.estimator.models.memory import (
     GIB,
@@ -17,7 +18,6 @@ from perfledger.estimator.models.memory import (
     footprint,
     model_dims,
 )
-from perfledger.estimator.data.system_specs import load_spec
 
 BF16 = {"gemm": "bfloat16", "moe": "bfloat16", "kv": "bfloat16"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from perfledger.estimator.errors import NoDataError
 from perfledger.estimator.data.sources import TreeSource
+from perfledger.estimator.errors import NoDataError
 from tests.estimator.conftest import SHARED_DATA
 
 
@@ -79,8 +79,8 @@ def test_every_wheel_table_has_its_key_columns_after_defaults():
     (the ops filter on them; a100_sxm sglang 0.5.10 / vllm 0.14.0 attention files lack window_size)."""
     import pyarrow.parquet as pq
 
-    from perfledger.estimator.data.sources import table_catalog
     from perfledger import settings
+    from perfledger.estimator.data.sources import table_catalog
 
     package = settings.aic_package_dir()
     root = package / "systems" if package is not None else None

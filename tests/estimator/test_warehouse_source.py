@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 
 from perfledger.estimator.batch import estimate
-from perfledger.estimator.session import Estimator
 from perfledger.estimator.data.sources import TreeSource, WarehouseSource
+from perfledger.estimator.session import Estimator
 from tests.estimator.conftest import SHARED_DATA
 
 GEMM = SHARED_DATA / "h200_sxm" / "gemm" / "trtllm"

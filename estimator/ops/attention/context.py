@@ -13,7 +13,7 @@ import polars as pl
 
 from perfledger.estimator.fit.grid import evaluate, rows_grid
 from perfledger.estimator.fit.roofline import context_attention_sol
-from perfledger.estimator.fit.util_grid import build_grid as build_util_grid
+from perfledger.estimator.fit.util_grid import build_util_grid
 from perfledger.estimator.fit.util_grid import query_util
 from perfledger.estimator.ops.attention.head_size import head_ratio, reference_head_size
 from perfledger.estimator.ops.attention.kernel_lanes import LANE, lane_slice

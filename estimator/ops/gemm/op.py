@@ -9,7 +9,7 @@ from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 from perfledger.estimator.fit.nesting import nested_order
 from perfledger.estimator.fit.roofline import gemm_sol
 from perfledger.estimator.fit.transfer import pick_reference
-from perfledger.estimator.fit.util_grid import build_grid, query_util
+from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.base import OpModel, Queries
 from perfledger.estimator.ops.gemm.sites import build_sites, silicon
 from perfledger.estimator.quant.fp8_static import OVERHEADS, overhead, overhead_empirical
@@ -87,7 +87,7 @@ class GemmModel(OpModel):
             m, n, k = (rows[c].to_numpy() for c in ("m", "n", "k"))
             sol = gemm_sol(m, n, k, *self._roof(est, key["system"], sol_quant))[0]
             lat = np.maximum(rows["latency"].to_numpy(), sol)
-            return build_grid(np.column_stack([m, n, k]), sol / lat)
+            return build_util_grid(np.column_stack([m, n, k]), sol / lat)
 
         return est.memo(("gemm_grid", key["system"], key["backend"], key["version"], ref_quant, sol_quant, shared), build)
 

@@ -21,7 +21,7 @@ import yaml
 from perfledger.estimator.fit.curve import eval_curve
 from perfledger.estimator.fit.grid import evaluate, rows_grid, table_slice
 from perfledger.estimator.fit.roofline import context_mla_sol, generation_mla_sol, mla_bmm_sol
-from perfledger.estimator.fit.util_grid import build_grid as build_util_grid
+from perfledger.estimator.fit.util_grid import build_util_grid
 from perfledger.estimator.fit.util_grid import query_util
 from perfledger.estimator.ops.base import OpModel
 
