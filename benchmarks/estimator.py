@@ -77,7 +77,7 @@ COLD = {
     "ours": """
 import time
 import polars, numpy
-from perfledger.estimator.context import Estimator, open_source
+from perfledger.estimator.session import Estimator, open_source
 from perfledger.estimator.batch import estimate_one
 t=time.perf_counter()
 est=Estimator(open_source('aic-package'))
@@ -104,7 +104,7 @@ def cold_start(which: str, repeats: int) -> float:
 
 def warehouse_lookups(root: str, repeats: int) -> tuple[float, float]:
     """Median s for 20 lookup rounds (donors + versions + one resolve) on one source vs a fresh one each."""
-    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.estimator.data.sources import WarehouseSource
 
     def rounds(make) -> float:
         start = time.perf_counter()
@@ -135,7 +135,7 @@ def main() -> None:
 
     from aiconfigurator_core.sdk.engine import EngineHandle
     from aiconfigurator_core.sdk.perf_database import get_database
-    from perfledger.estimator.context import Estimator, open_source
+    from perfledger.estimator.session import Estimator, open_source
 
     queries = make_queries(args.queries)
     handle = EngineHandle.for_database(get_database(SYSTEM, BACKEND, VERSION))

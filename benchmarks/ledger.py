@@ -38,9 +38,9 @@ def main() -> None:
     args = parser.parse_args()
     tree_root = SHARED_TREE
     if args.tree == "aic-package":
-        from perfledger.estimator.specs import wheel_systems_dir
+        from perfledger import settings
 
-        tree_root = wheel_systems_dir() / "data"
+        tree_root = settings.aic_package_dir() / "systems" / "data"
 
     import polars as pl
 

@@ -36,9 +36,9 @@ def wheel_dir() -> Path:
 
 def models() -> list[tuple[str, str]]:
     """(Org/Model, family) for every wheel model config whose architecture models.yaml prices."""
-    from perfledger.estimator.assembly import _catalog
+    from perfledger.estimator.models.plans.registry import catalog
 
-    arches = _catalog()["architectures"]
+    arches = catalog()["architectures"]
     out = []
     for path in sorted((wheel_dir() / "model_configs").glob("*_config.json")):
         if path.name.endswith("_hf_quant_config.json"):
@@ -74,7 +74,7 @@ def draw(rng: random.Random, model_list, targets) -> dict:
 
 def ours(est, d: dict):
     """(result dict or None, miss text)."""
-    from perfledger.estimator.assembly import Deploy, static
+    from perfledger.estimator.static import Deploy, static
     from perfledger.estimator.errors import EstimatorError
 
     dep = Deploy(d["system"], d["backend"], d["version"], tp=d["tp"], moe_tp=d["moe_tp"], moe_ep=d["moe_ep"])
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", default="", help="restrict to models whose name contains this")
     args = ap.parse_args(argv)
-    from perfledger.estimator.context import Estimator, open_source
+    from perfledger.estimator.session import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
     rng = random.Random(args.seed)

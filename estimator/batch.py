@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from perfledger.estimator.context import Estimator
-from perfledger.estimator.ops import get_model
 from perfledger.estimator.ops.base import TIERS, Queries
+from perfledger.estimator.ops.registry import get_model
+from perfledger.estimator.session import Estimator
 
 _PEEL_MAX = 8  # slices peeled by equality masks before falling back to a group-by
 

@@ -1,4 +1,4 @@
-"""Per-op `estimate` commands (gemm, moe, comm); each only maps options to a query row."""
+"""Per-op `estimate` commands (gemm, moe, comm) over one table of options, and the helpers every command shares."""
 
 from __future__ import annotations
 
@@ -7,7 +7,71 @@ from typing import Optional
 
 import typer
 
-from perfledger.estimator.cli import DATA_HELP, MODE_HELP, run_queries
+DATA_HELP = "Public-layout tree (…/systems or …/systems/data) or 'aic-package' (the installed wheel); default: the warehouse."
+MODE_HELP = "silicon | hybrid | empirical | sol"
+
+
+def _source(data: Optional[str], warehouse: Optional[str]):
+    from perfledger.estimator.session import Estimator, open_source
+
+    return Estimator(open_source(data, warehouse))
+
+
+def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, queries: Optional[str]) -> None:
+    """Shared body: one query from options, or one per CSV row (options fill absent columns)."""
+    import polars as pl
+
+    from perfledger.console import EXIT_USAGE, emit_json, fail
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.ops.base import MODES
+
+    if mode.lower() not in MODES:
+        fail(f"unknown --mode {mode!r}; expected one of {', '.join(MODES)}", code=EXIT_USAGE, as_json=as_json)
+    try:
+        est = _source(data, warehouse)
+        if queries:
+            frame = pl.read_csv(queries)
+            frame = frame.with_columns([pl.lit(v).alias(k) for k, v in base.items() if k not in frame.columns and v is not None])
+        else:
+            absent = [k for k, v in base.items() if v is None]
+            if absent:
+                fail(f"missing option(s): {', '.join('--' + a.replace('_', '-') for a in absent)}", code=EXIT_USAGE, as_json=as_json)
+            frame = pl.DataFrame({k: [v] for k, v in base.items()})
+        try:
+            rows = estimate(est, op, frame, mode=mode.lower()).to_dicts()
+            failed = 0
+        except EstimatorError:
+            if not queries:
+                raise
+            rows, failed = _row_by_row(est, op, frame, mode.lower())
+    except (EstimatorError, ValueError, OSError, pl.exceptions.PolarsError) as exc:
+        fail(str(exc), as_json=as_json)
+    for row in rows:
+        out = {k: row[k] for k in ("latency_ms", "sol_ms", "source") if k in row} if not queries else row
+        if as_json:
+            emit_json(out)
+        else:
+            typer.echo("  ".join(f"{k}={v}" for k, v in out.items()))
+    if failed:
+        raise typer.Exit(1)
+
+
+def _row_by_row(est, op, frame, mode):
+    """Fallback for a queries file with misses: answer each row, record the error on failing rows."""
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.errors import EstimatorError
+
+    rows, failed = [], 0
+    for i in range(frame.height):
+        one = frame[i]
+        try:
+            rows.append(estimate(est, op, one, mode=mode).to_dicts()[0])
+        except EstimatorError as exc:
+            failed += 1
+            rows.append({**one.to_dicts()[0], "error": str(exc)})
+    return rows, failed
+
 
 # Options every per-op command shares (one OptionInfo serves every command that names it).
 SYSTEM = typer.Option(None, help="System name, e.g. h200_sxm")
@@ -22,8 +86,8 @@ JSON = typer.Option(False, "--json", help="Print JSON")
 
 def _priced(compute, as_json: bool, bad_usage: str | None) -> dict:
     """Run a whole-model pricing call; usage problems exit 2, estimator/data errors exit 1 (named)."""
-    from perfledger.estimator.errors import EstimatorError
     from perfledger.console import EXIT_USAGE, fail
+    from perfledger.estimator.errors import EstimatorError
 
     if bad_usage:
         fail(bad_usage, code=EXIT_USAGE, as_json=as_json)
@@ -91,84 +155,3 @@ def _op_command(est_app: typer.Typer, op: str) -> None:
 def register_ops(est_app: typer.Typer) -> None:
     for op in OP_OPTIONS:
         _op_command(est_app, op)
-
-    @est_app.command("static")
-    def static_cmd(
-        model: str = typer.Option(..., help="HF id, e.g. Qwen/Qwen3-32B (config from the wheel or ../shared)"),
-        system: str = typer.Option(..., help="System name"),
-        backend: str = typer.Option(..., help="trtllm | sglang | vllm"),
-        version: str = typer.Option(..., help="Backend version folder"),
-        tp: int = typer.Option(1, help="Attention tensor parallel size"),
-        moe_tp: int = typer.Option(1, help="MoE tensor parallel size"),
-        moe_ep: int = typer.Option(1, help="MoE expert parallel size"),
-        batch: int = typer.Option(..., help="Batch size"),
-        isl: int = typer.Option(..., help="Input sequence length"),
-        osl: int = typer.Option(..., help="Output sequence length"),
-        gemm_quant: Optional[str] = typer.Option(None, help="GEMM quant (default: the checkpoint's, else bfloat16)"),
-        moe_quant: Optional[str] = typer.Option(None, help="MoE quant (default: the checkpoint's, else bfloat16)"),
-        kv_quant: Optional[str] = typer.Option(None, help="KV-cache quant (default: the checkpoint's, else bfloat16)"),
-        fmha_quant: Optional[str] = typer.Option(None, help="Attention (FMHA) quant (default: the checkpoint's, else bfloat16)"),
-        mode: str = MODE,
-        breakdown: bool = typer.Option(False, "--breakdown", help="Include per-op context/generation ms"),
-        data: Optional[str] = DATA,
-        warehouse: Optional[str] = WAREHOUSE,
-        as_json: bool = JSON,
-    ) -> None:
-        """Static whole-model estimate: {"ttft_ms", "tpot_ms", "quants", "memory"} (TTFT = prefill, TPOT = decode / (osl - 1)).
-
-        "quants" gives each quant used and its source: flag, checkpoint or default; "memory" the per-GPU GiB
-        (weights, kv, activations, runtime, total, capacity, fits, kv_budget, kv_fits; null when unsized)."""
-        from perfledger.estimator.assembly import Deploy, static
-        from perfledger.estimator.cli import _source
-        from perfledger.estimator.memory import static_memory
-        from perfledger.console import emit_json
-
-        def compute():
-            deploy = Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, gemm_quant=gemm_quant,
-                            moe_quant=moe_quant, kv_quant=kv_quant, fmha_quant=fmha_quant)
-            return static(_source(data, warehouse), model, deploy, batch=batch, isl=isl, osl=osl, mode=mode.lower())
-
-        result = _priced(compute, as_json, "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1 else None)
-        out = result if breakdown else {k: result[k] for k in ("ttft_ms", "tpot_ms", "quants")}
-        out["memory"] = static_memory(model, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, quants=result["quants"],
-                                      batch=batch, isl=isl, osl=osl, version=version)
-        if as_json:
-            emit_json(out)
-        else:
-            used = "  ".join(f"{q}={v['quant']}({v['source']})" for q, v in out["quants"].items())
-            mem = out["memory"]
-            held = f"  memory={mem['total']:.1f}/{mem['capacity']:.1f} GiB per GPU" + ("" if mem["fits"] else " (does not fit)") if mem else ""
-            typer.echo(f"ttft_ms={out['ttft_ms']:.4f}  tpot_ms={out['tpot_ms']:.4f}  {used}{held}")
-
-    @est_app.command("prefill-dsa")
-    def prefill_dsa_cmd(
-        model: str = typer.Option(..., help="DSA model with a lane in estimator/dsa.yaml, e.g. zai-org/GLM-5-FP8"),
-        isl: int = typer.Option(..., help="Input sequence length"),
-        cp: int = typer.Option(..., help="Context-parallel size"),
-        batch: int = typer.Option(1, help="Batch size"),
-        prefix: int = typer.Option(0, help="Cached prefix (past KV) tokens"),
-        system: str = typer.Option("b200_sxm", help="System name"),
-        backend: str = typer.Option("sglang", help="Backend"),
-        version: str = typer.Option("0.5.14", help="Backend version folder"),
-        moe_tp: Optional[int] = typer.Option(None, help="MoE TP size (default: cp / moe_ep)"),
-        moe_ep: int = typer.Option(1, help="MoE EP size"),
-        dense_first_k: bool = typer.Option(False, "--dense-first-k", help="Also price first_k_dense_replace layers as dense MLP"),
-        data: Optional[str] = DATA,
-        warehouse: Optional[str] = WAREHOUSE,
-        as_json: bool = JSON,
-    ) -> None:
-        """DSA prefill under context parallelism: per-layer breakdown and prefill_ms."""
-        from perfledger.estimator.cli import _source
-        from perfledger.estimator.dsa import prefill_dsa
-        from perfledger.console import emit_json
-
-        bad = "--isl, --cp, --batch must be >= 1 and --prefix >= 0" if min(isl, cp, batch) < 1 or prefix < 0 else None
-        result = _priced(lambda: prefill_dsa(_source(data, warehouse), model, system, backend, version, isl=isl, cp=cp,
-                                             batch=batch, prefix=prefix, moe_tp=moe_tp, moe_ep=moe_ep,
-                                             dense_first_k=dense_first_k), as_json, bad)
-        if as_json:
-            emit_json(result)
-        else:
-            for name, ms in result["per_layer"].items():
-                typer.echo(f"{name:<24}{ms:>12.4f} ms/layer")
-            typer.echo(f"prefill_ms={result['prefill_ms']:.4f}")

@@ -20,7 +20,7 @@ class UnknownSystemError(EstimatorError):
 
 
 class UnknownQuantError(EstimatorError):
-    """The quant name is not in estimator/quant.yaml for this op family."""
+    """The quant name is not in quant/quant.yaml for this op family."""
 
 
 class MissingFlopsError(EstimatorError):

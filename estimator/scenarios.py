@@ -68,10 +68,10 @@ def load_scenarios(path: Path) -> dict[str, list[dict]]:
 
 
 def op_table(op: str) -> str:
-    """The perf table an op family reads (the estimator's own TABLE constant)."""
-    from perfledger.estimator.ops import get_model
+    """The perf table an op family reads (the op's declared table)."""
+    from perfledger.estimator.ops.registry import get_model
 
-    return sys.modules[type(get_model(op)).__module__].TABLE
+    return get_model(op).table
 
 
 def slices(inventory: list[dict], table: str, systems: tuple[str, ...]) -> list[tuple[str, str, str]]:
@@ -101,7 +101,7 @@ def price_scenario(est, scenario: dict, cell: tuple[str, str, str]) -> dict:
 
 def price_static(est, hf_model: str, scenario: dict, cell: tuple[str, str, str]) -> dict[str, dict]:
     """{"TTFT": {ms, source, error}, "TPOT": {...}} from the estimator's model assembler."""
-    from perfledger.estimator.assembly import Deploy, static
+    from perfledger.estimator.static import Deploy, static
 
     try:
         out = static(est, hf_model, Deploy(*cell, **(scenario.get("deploy") or {})), batch=int(scenario["batch"]),
@@ -199,8 +199,8 @@ class ScenarioModel:
 def refresh_estimates(root: Path, scenarios_path: Path, models: dict[str, ScenarioModel], gate_cfg: dict) -> dict:
     """Price the configured models' scenarios, gate them against the stored estimates and store them as the
     next version of the `estimates` table; returns the report (with the table `version` written)."""
-    from perfledger.estimator.context import Estimator
-    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.warehouse.inventory import curated_inventory
     from perfledger.warehouse.lock import run_lock
     from perfledger.warehouse.store import Warehouse

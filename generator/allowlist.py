@@ -9,6 +9,7 @@ from packaging.version import Version
 
 from perfledger.generator.errors import GeneratorError
 from perfledger.generator.yamlio import load_package_yaml
+from perfledger.versions import version_key
 
 
 @lru_cache(maxsize=None)
@@ -19,7 +20,7 @@ def allowed(backend: str, version: str) -> frozenset[str]:
     if version not in data["versions"]:
         raise GeneratorError(where, f"no entry for {backend} {version}")
     names: set[str] = set(data.get("wrapper", []))
-    for ver in sorted(data["versions"], key=Version):
+    for ver in sorted(data["versions"], key=version_key):
         if Version(ver) > Version(version):
             break
         entry = data["versions"][ver] or {}

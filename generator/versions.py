@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from perfledger.generator.errors import GeneratorError
 from perfledger.generator.yamlio import load_package_yaml
+from perfledger.versions import version_key
 
 
 def parse_version(text: str, where: str) -> Version:
@@ -51,7 +52,7 @@ class Runtime:
 def floor_version(requested: str, known: list[str], backend: str) -> tuple[str, list[str]]:
     """Newest known version <= requested; loud warning when not exact, error when below every entry."""
     want = parse_version(requested, "version")
-    ordered = sorted(known, key=Version)
+    ordered = sorted(known, key=version_key)
     if requested in known:
         return requested, []
     below = [v for v in ordered if Version(v) <= want]

@@ -153,11 +153,10 @@ def installed(wheel, tmp_path_factory) -> Path:
 
 
 @pytest.mark.xdist_group("wheel")  # one wheel build per run
-def test_installed_wheel_runs_from_an_empty_folder(installed, tmp_path):
+def test_installed_wheel_runs_from_an_empty_folder(installed, tmp_path, aic_core):
     """`perfledger estimate static` and `perfledger run` on a small config work outside the checkout: no
     reference data, no PERFLEDGER_*/PREFECT_HOME, package data only; outputs land where asked, the repo is untouched."""
-    aic = pytest.importorskip("aiconfigurator_core")
-    data = Path(aic.__file__).parent / "systems" / "data"
+    data = Path(aic_core.__file__).parent / "systems" / "data"
     version = sorted(p.name for p in (data / "h200_sxm" / "gemm" / "vllm").iterdir())[0]
     cwd, home = tmp_path / "empty", tmp_path / "home"
     cwd.mkdir(), home.mkdir()

@@ -16,15 +16,14 @@ import numpy as np
 import polars as pl
 import yaml
 
-from perfledger.estimator.curve1d import eval_curve
+from perfledger.estimator.data.sources import first_wins
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
+from perfledger.estimator.fit.curve import eval_curve
+from perfledger.estimator.fit.roofline import custom_allreduce_sol
+from perfledger.estimator.fit.util_grid import curve_estimate
 from perfledger.estimator.ops.base import OpModel
-from perfledger.estimator.sol import custom_allreduce_sol
-from perfledger.estimator.sources import first_wins
-from perfledger.estimator.utilgrid import curve_estimate
 
-TABLE = "custom_allreduce_perf"
-RULE_YAML = Path(__file__).resolve().parents[1] / "allreduce.yaml"
+RULE_YAML = Path(__file__).with_name("allreduce.yaml")
 
 
 @cache
@@ -46,7 +45,7 @@ def graph_rows(rows: pl.DataFrame, system: str, rule=None) -> pl.DataFrame:
     drop, keep = rule or row_rule()
     if system not in keep and drop and "kernel_source" in rows.columns:
         rows = rows.filter(~pl.any_horizontal(pl.col("kernel_source").str.contains(s, literal=True) for s in drop))
-    return first_wins(rows, TABLE)
+    return first_wins(rows, CustomAllReduceModel.tables[0])
 
 
 def priced_count(tp: int, counts: list[int]) -> int:
@@ -56,6 +55,7 @@ def priced_count(tp: int, counts: list[int]) -> int:
 
 class CustomAllReduceModel(OpModel):
     name = "allreduce"
+    tables = ("custom_allreduce_perf",)
     group_keys = ("system", "backend", "version", "tp")
     value_columns = ("elements",)
 
@@ -67,13 +67,13 @@ class CustomAllReduceModel(OpModel):
         system, tp = key["system"], int(key["tp"])
         rows = est.memo(
             ("allreduce_rows", system, key["backend"], key["version"], shared),
-            lambda: graph_rows(est.table(system, key["backend"], key["version"], TABLE, shared=shared, dedupe=False), system),
+            lambda: graph_rows(est.table(system, key["backend"], key["version"], self.table, shared=shared, dedupe=False), system),
         )
         counts = sorted(rows["num_gpus"].unique().to_list())
         m = priced_count(tp, counts)
         curve = rows.filter(pl.col("num_gpus") == m)
         if not curve.height:
-            raise NoDataError(f"{TABLE} {system}/{key['backend']}/{key['version']}: no rows for num_gpus={m} (have {counts})")
+            raise NoDataError(f"{self.table} {system}/{key['backend']}/{key['version']}: no rows for num_gpus={m} (have {counts})")
         return m, curve
 
     def silicon(self, est, key, q):

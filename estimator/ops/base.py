@@ -51,9 +51,15 @@ class OpModel:
     """Subclasses set name/group_keys/value_columns and implement the three hooks."""
 
     name: str = ""
+    tables: tuple[str, ...] = ()  # the perf tables this op reads, the one it measures first
     group_keys: tuple[str, ...] = ()
     value_columns: tuple[str, ...] = ()
     defaults: dict = {}  # optional query columns and the value an absent column takes
+
+    @property
+    def table(self) -> str:
+        """The perf table this op measures (its first declared table)."""
+        return self.tables[0]
 
     def sol(self, est, key: dict, q: Queries) -> np.ndarray:
         raise NotImplementedError

@@ -10,20 +10,20 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from perfledger.estimator.curve1d import eval_curve
+from perfledger.estimator.data.sources import first_wins
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
+from perfledger.estimator.fit.curve import eval_curve
+from perfledger.estimator.fit.roofline import nccl_sol
+from perfledger.estimator.fit.util_grid import curve_estimate
 from perfledger.estimator.ops.base import OpModel
-from perfledger.estimator.quant import quant_profile
-from perfledger.estimator.sol import nccl_sol
-from perfledger.estimator.sources import first_wins
-from perfledger.estimator.utilgrid import curve_estimate
+from perfledger.estimator.quant.profiles import quant_profile
 
-TABLE = "nccl_perf"
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "alltoall")
 
 
 class NcclModel(OpModel):
     name = "comm"
+    tables = ("nccl_perf",)
     group_keys = ("system", "op", "quant", "num_gpus")
     value_columns = ("elements",)
 
@@ -37,8 +37,8 @@ class NcclModel(OpModel):
     def _rows(self, est, system: str) -> pl.DataFrame:
         def build():
             spec = est.spec(system)
-            df = est.table(system, "nccl", spec.nccl_version, TABLE, shared=False, dedupe=False)
-            return first_wins(df.filter(~pl.col("kernel_source").str.contains("_eager")), TABLE)
+            df = est.table(system, "nccl", spec.nccl_version, self.table, shared=False, dedupe=False)
+            return first_wins(df.filter(~pl.col("kernel_source").str.contains("_eager")), self.table)
 
         return est.memo(("nccl_rows", system), build)
 

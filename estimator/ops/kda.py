@@ -1,7 +1,7 @@
 """KDA (Kimi Delta Attention) kernels from kda_perf, as 0.12.0 prices them.
 
 Rows: own backend (version, donors, earlier versions), then the reuse manifest's cross-backend lenders
-(`cross_backend.py`). SILICON reads the query's head count; HYBRID also lets an uncollected one read the
+(`data/cross_backend.py`). SILICON reads the query's head count; HYBRID also lets an uncollected one read the
 nearest collected count (ties to the smaller, unscaled, label xshape; 0.12.0 does so inside SILICON).
 Context kernels are a [batch][seq] Grid (`grid.py`: exact, bilinear, ragged SOL rescale, 4-leaf util
 transfer outside); decode kernels a batch curve (lerp, edge util outside), both over the kda.yaml roofline.
@@ -19,15 +19,14 @@ import numpy as np
 import polars as pl
 import yaml
 
-from perfledger.estimator.curve1d import eval_curve
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
-from perfledger.estimator.grid import evaluate, rows_grid
+from perfledger.estimator.fit.curve import eval_curve
+from perfledger.estimator.fit.grid import evaluate, rows_grid
+from perfledger.estimator.fit.roofline import kda_sol
 from perfledger.estimator.ops.base import Answer, OpModel, Queries, tier_codes
-from perfledger.estimator.sol import kda_sol
 
-TABLE = "kda_perf"
 PHASES = ("context", "generation")
-KDA_YAML = Path(__file__).resolve().parents[1] / "kda.yaml"
+KDA_YAML = Path(__file__).with_name("kda.yaml")
 
 
 @lru_cache(maxsize=None)
@@ -38,6 +37,7 @@ def kda_catalog() -> dict:
 
 class KdaModel(OpModel):
     name = "kda_kernel"
+    tables = ("kda_perf",)
     group_keys = ("system", "backend", "version", "kernel", "phase", "heads", "head_dim", "d_model", "d_conv")
     value_columns = ("batch", "seq")
     defaults = {"head_dim": 128, "d_model": 7168, "d_conv": 4, "seq": 1}
@@ -76,7 +76,7 @@ class KdaModel(OpModel):
                 what = f"kda: no {key['phase']} roofline for kernel {key['kernel']!r} in {KDA_YAML.name}"
                 if mode == "sol":
                     raise EmpiricalUnavailableError(what)
-                raise NoDataError(f"{TABLE} {key['system']}/{key['backend']}/{key['version']}: no rows for kernel "
+                raise NoDataError(f"{self.table} {key['system']}/{key['backend']}/{key['version']}: no rows for kernel "
                                   f"{key['kernel']} ({key['phase']}, d_model={key['d_model']}) and {what}")
             return Answer(sol, sol, tier_codes("sol", q.height))
         return super().evaluate(est, key, q, mode)
@@ -98,7 +98,7 @@ class KdaModel(OpModel):
 
         def merged():  # own rows first, then the manifest's cross-backend lenders (sources.resolve)
             try:
-                return est.table(key["system"], key["backend"], key["version"], TABLE, shared=True)
+                return est.table(key["system"], key["backend"], key["version"], self.table, shared=True)
             except NoDataError:
                 return pl.DataFrame()
 
@@ -125,12 +125,12 @@ class KdaModel(OpModel):
                                                       pl.col("num_k_heads") == pl.col("num_v_heads"))
             if not rows.height:
                 where = ", ".join(f"{c}={v}" for c, v in coords.items())
-                raise NoDataError(f"{TABLE} {key['system']}/{key['backend']}/{key['version']}: no rows for {where}")
+                raise NoDataError(f"{self.table} {key['system']}/{key['backend']}/{key['version']}: no rows for {where}")
             want = int(key["heads"])
             heads = min(rows["num_k_heads"].unique().to_list(), key=lambda h: (abs(h - want), h)) if nearest else want
             rows = rows.filter(pl.col("num_k_heads") == heads)
             if not rows.height:
-                raise NoDataError(f"{TABLE} {key['system']}/{key['backend']}/{key['version']}: no rows for "
+                raise NoDataError(f"{self.table} {key['system']}/{key['backend']}/{key['version']}: no rows for "
                                   f"{key['kernel']} ({key['phase']}) at num_k_heads=num_v_heads={want}")
             if key["phase"] == "generation":
                 curve = rows.sort("batch_size").unique("batch_size", keep="first", maintain_order=True)

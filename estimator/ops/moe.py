@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import polars as pl
 
-from perfledger.estimator.curve1d import eval_curve
+from perfledger.estimator.data.sources import first_wins, table_info
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
+from perfledger.estimator.fit.curve import eval_curve
+from perfledger.estimator.fit.roofline import moe_sol
+from perfledger.estimator.fit.transfer import feature_distance, log_spans, pick_reference
+from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.base import OpModel
-from perfledger.estimator.quant import quant_profile, util_level
-from perfledger.estimator.transfer import feature_distance, log_spans, pick_reference
-from perfledger.estimator.utilgrid import build_grid, query_util
-from perfledger.estimator.sources import first_wins, table_info
-from perfledger.estimator.sol import moe_sol
+from perfledger.estimator.quant.profiles import quant_profile, util_level
 
-TABLE = "moe_perf"
 MIN_LATENCY_MAX_TOKENS = 128  # trtllm nvfp4 gated MoE probes its min-latency kernel table up to here
 FEATURES = ("topk", "num_experts", "hidden_size", "inter_size")
 FEATURE_KEYS = ("topk", "experts", "hidden", "inter")
@@ -22,6 +21,7 @@ SHAPE = {"topk": "topk", "experts": "num_experts", "hidden": "hidden_size", "int
 
 class MoeModel(OpModel):
     name = "moe"
+    tables = ("moe_perf",)
     group_keys = ("system", "backend", "version", "quant", "distribution", "gated", *SHAPE)
     value_columns = ("tokens",)
 
@@ -39,12 +39,12 @@ class MoeModel(OpModel):
         """Rows of the kernel family for this gating (non-gated kernels carry a `_nongated` source)."""
 
         def build():
-            df = est.table(key["system"], key["backend"], key["version"], TABLE, shared=shared, dedupe=False)
+            df = est.table(key["system"], key["backend"], key["version"], self.table, shared=shared, dedupe=False)
             df = apply_quant_overrides(df)
             nongated = pl.col("kernel_source").str.contains("nongated")
             fast = pl.col("kernel_source").str.contains("min_latency")
             pools = {True: ~nongated & ~fast, False: nongated, "min_latency": fast}
-            return {kind: first_wins(df.filter(expr), TABLE) for kind, expr in pools.items()}
+            return {kind: first_wins(df.filter(expr), self.table) for kind, expr in pools.items()}
 
         return est.memo(("moe_table", key["system"], key["backend"], key["version"], shared), build)[kind]
 
@@ -88,7 +88,7 @@ class MoeModel(OpModel):
             if not rows.height:
                 return None
             tokens = rows["num_tokens"].to_numpy()
-            return build_grid(tokens[:, None], self._sol_fn(est, sol_key)(tokens) / rows["latency"].to_numpy())
+            return build_util_grid(tokens[:, None], self._sol_fn(est, sol_key)(tokens) / rows["latency"].to_numpy())
 
         ident = tuple(slice_key[c] for c in self.group_keys) + tuple(sol_key[c] for c in self.group_keys)
         return est.memo(("moe_grid", shared, kind, *ident), build)
@@ -143,7 +143,7 @@ class MoeModel(OpModel):
 
 def apply_quant_overrides(df: pl.DataFrame) -> pl.DataFrame:
     """Re-file rows of kernels the reference keys under another quant (tables.yaml quant_overrides)."""
-    for rule in table_info(TABLE).get("quant_overrides", []):
+    for rule in table_info(MoeModel.tables[0]).get("quant_overrides", []):
         hit = (pl.col("kernel_source") == rule["kernel_source"]) & (pl.col("moe_dtype") == rule["from"])
         df = df.with_columns(pl.when(hit).then(pl.lit(rule["to"])).otherwise(pl.col("moe_dtype")).alias("moe_dtype"))
     return df

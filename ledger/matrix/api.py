@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from perfledger.estimator.config_expr import ConfigExprError
+from perfledger.estimator.models.config_expr import ConfigExprError
 from perfledger.ledger.matrix.build import build_rows, combinations
 from perfledger.ledger.matrix.rules import load_rules
 from perfledger.ledger.source import build_cells, read_or_empty
@@ -31,9 +31,9 @@ def build_matrix(wh, models: list[str], *, system: str | None = None, backend: s
         the support-matrix columns plus source_file/source_line, ready for `store_snapshot`.
     """
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.context import Estimator
-    from perfledger.estimator.sources import WarehouseSource
-    from perfledger.estimator.specs import load_spec
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.data.sources import WarehouseSource
+    from perfledger.estimator.data.system_specs import load_spec
 
     wanted = (system, backend, version)
     filtered = any(v is not None for v in wanted)

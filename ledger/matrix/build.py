@@ -7,7 +7,7 @@ op and its table/slice -- an op the estimator has no model for is a FAIL that sa
 omission -- and HW_INCOMPATIBLE from the hardware rules in rules.yaml. A need with alternatives (`any_of`:
 MLA as a module or as kernels, per-backend KDA kernels) is priced by the first option the data holds.
 A row whose ops are all priced still FAILs when the model does not fit one GPU of the representative
-replica (rules.yaml `memory_fit`, sized by estimator/memory.py), as the reference's sweep runs out of memory.
+replica (rules.yaml `memory_fit`, sized by estimator/models/memory.py), as the reference's sweep runs out of memory.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def memory_gap(spec: ModelSpec, system: str, backend: str, version: str = "",
     capacity, or KV over the backend's KV budget), else None. A model the memory model cannot size is a FAIL
     that says so, never a pass by omission."""
     from perfledger.estimator.errors import EstimatorError
-    from perfledger.estimator.memory import GIB, deployment_memory
+    from perfledger.estimator.models.memory import GIB, deployment_memory
 
     rules = rules or load_rules()
     fit = rules.memory_fit
@@ -202,7 +202,7 @@ def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Est
                flops_by_system: dict[str, dict[str, float]], lane_rows: dict[tuple, int],
                rules: MatrixRules | None = None, known_ops: frozenset[str] | None = None) -> pl.DataFrame:
     """Matrix rows (the 10 support-matrix columns), both modes for every combination."""
-    from perfledger.estimator.ops import registry
+    from perfledger.estimator.ops.registry import registry
 
     rules = rules or load_rules()
     pricer = Pricer(estimate, known_ops if known_ops is not None else frozenset(registry()), rules.source_tiers)

@@ -8,7 +8,6 @@ alternatives (`any_of`, resolved in ledger/matrix/choices.py) where backends mea
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -16,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from perfledger.estimator.config_expr import ConfigExprError, config_dims, evaluate
+from perfledger.estimator.models.config import config_dims
+from perfledger.estimator.models.config_expr import ConfigExprError, evaluate
 
 NEEDS_FILE = Path(__file__).with_name("needs.yaml")
 PHASES = ("context", "generation")
@@ -70,15 +70,15 @@ def model_dims(config: dict, source: str, fields: dict[str, list]) -> dict[str, 
 
 
 def load_config(model: str) -> tuple[dict, str]:
-    """The model's HF config.json (wheel model_configs/, then ../shared/aic/model_configs/)."""
-    from perfledger.estimator.assembly import model_config_path
+    """The model's HF config.json (the estimator's model-config reader: settings.model_config_dirs())."""
     from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.models.config import model_config
 
     try:
-        path = model_config_path(model)
+        config = model_config(model)
     except EstimatorError as exc:
         raise NeedsError(str(exc)) from None
-    return json.loads(path.read_text()), path.name
+    return config.config, config.path.name
 
 
 def _value(raw: Any, names: dict, quant: dict, where: str) -> Any:
@@ -113,8 +113,27 @@ def _need(t: dict, names: dict, labels: dict, phase: str, where: str) -> Need:
     return Need(t.get("name", t["op"]), t["op"], t.get("table", t["op"]), phase, query)
 
 
+def _plan_kernels(spec: Any, at: str) -> list[dict]:
+    """`plan_kernels: {architecture, backend, step, template}`: one op template per kernel the architecture's static
+    layer plan runs at `step` on `backend` (the estimator's models.yaml `backends`), so the kernels a backend runs
+    are stated once and the matrix asks exactly what the static estimate prices."""
+    from perfledger.estimator.models.plans.registry import MODELS_YAML, catalog
+
+    if not isinstance(spec, dict) or set(spec) != {"architecture", "backend", "step", "template"} \
+            or not isinstance(spec["template"], dict):
+        raise NeedsError(f"{at}.plan_kernels: expected {{architecture, backend, step, template: op template}}")
+    plans = (catalog()["architectures"].get(spec["architecture"]) or {}).get("backends") or {}
+    kernels = (plans.get(spec["backend"]) or {}).get(spec["step"])
+    if not kernels:
+        raise NeedsError(f"{at}.plan_kernels: {MODELS_YAML.name} {spec['architecture']} has no "
+                         f"backends.{spec['backend']}.{spec['step']}")
+    t = spec["template"]
+    return [{**t, "name": k, "fixed": {"kernel": k, **(t.get("fixed") or {})}}
+            for k in (kernels.values() if isinstance(kernels, dict) else [kernels])]
+
+
 def _choice(t: dict, names: dict, labels: dict, phase: str, where: str) -> Choice:
-    """An `any_of` need: options in order, each {ops: [op templates], backends: [..] (optional)}."""
+    """An `any_of` need: options in order, each {ops: [op templates] or plan_kernels, backends: [..] (optional)}."""
     if "op" in t or not isinstance(t["any_of"], list) or not t["any_of"]:
         raise NeedsError(f"{where}.any_of: expected a non-empty list of options (and no `op` beside it)")
     if not isinstance(t.get("name"), str):
@@ -122,9 +141,12 @@ def _choice(t: dict, names: dict, labels: dict, phase: str, where: str) -> Choic
     options = []
     for j, raw in enumerate(t["any_of"]):
         at = f"{where}.any_of[{j}]"
+        if isinstance(raw, dict) and set(raw) <= {"plan_kernels", "backends"} and "plan_kernels" in raw:
+            raw = {"ops": _plan_kernels(raw["plan_kernels"], at), **({"backends": raw["backends"]} if "backends" in raw else {})}
         if not isinstance(raw, dict) or set(raw) - {"ops", "backends"} or not isinstance(raw.get("ops"), list) \
                 or not raw["ops"]:
-            raise NeedsError(f"{at}: expected {{ops: [op templates], backends: [names] (optional)}}")
+            raise NeedsError(f"{at}: expected {{ops: [op templates], backends: [names] (optional)}} "
+                             "(or plan_kernels in place of ops)")
         backends = raw.get("backends") or []
         if not isinstance(backends, list) or not all(isinstance(b, str) for b in backends):
             raise NeedsError(f"{at}.backends: expected a list of backend names")

@@ -14,15 +14,15 @@ SHARED_DATA = SHARED / "aic" / "perfdb-095f58a" / "systems" / "data"
 @pytest.fixture(scope="session")
 def wheel_est(aic_core):
     """Estimator over the aiconfigurator-core wheel's systems/data (same data as the oracle)."""
-    from perfledger.estimator.context import Estimator, open_source
+    from perfledger.estimator.session import Estimator, open_source
 
     return Estimator(open_source("aic-package"))
 
 
 @pytest.fixture(scope="session")
 def shared_est():
-    from perfledger.estimator.context import Estimator
-    from perfledger.estimator.sources import TreeSource
+    from perfledger.estimator.data.sources import TreeSource
+    from perfledger.estimator.session import Estimator
 
     return Estimator(TreeSource(SHARED_DATA))
 

@@ -15,19 +15,21 @@ import numpy as np
 import polars as pl
 import pytest
 
+from perfledger import settings
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import EstimatorError, NoDataError
-from perfledger.estimator.ops.allreduce import RULE_YAML, TABLE, graph_rows, priced_count, row_rule
-from perfledger.estimator.specs import wheel_systems_dir
+from perfledger.estimator.ops.allreduce import RULE_YAML, CustomAllReduceModel, graph_rows, priced_count, row_rule
 
+TABLE = CustomAllReduceModel.tables[0]
 REL = 1e-6
 TPS = (1, 2, 3, 4, 6, 8, 16, 32, 72)
 
 
 def _wheel_slices() -> list[tuple[str, str, str]]:
-    root = wheel_systems_dir()
-    if root is None:
+    package = settings.aic_package_dir()
+    if package is None:
         return []
+    root = package / "systems"
     paths = (root / "data").glob(f"*/comm/*/*/{TABLE}.parquet")  # <system>/comm/<backend>/<version>/
     return sorted((p.parts[-5], p.parts[-3], p.parts[-2]) for p in paths)
 
@@ -222,7 +224,7 @@ def test_empirical_and_hybrid_match_reference_with_labels_on_every_slice(wheel_e
 @pytest.mark.aic
 def test_k3_on_gb300_sglang_tp8_prices_every_allreduce_like_the_reference(wheel_est, oracle):
     """The reported gap: K3 tp8/ep8 on gb300 sglang 0.5.14 (TP and dispatch allreduces on 8 GPUs), every op."""
-    from perfledger.estimator.assembly import Deploy, static
+    from perfledger.estimator.static import Deploy, static
     from tests.estimator.k3_reference import K3, assert_same_ops, reference
 
     shape = {"batch": 8, "isl": 4000, "osl": 200}

@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfledger.estimator.batch import estimate
-from perfledger.estimator.grid import build_grid, evaluate
+from perfledger.estimator.fit.grid import coordinate_grid, evaluate
 
 
 def _toy():
     sol = lambda q: 1e-3 * q["h"] * q["s"] ** 2 * q["b"]  # noqa: E731
     rows = [((h, s, b), sol({"h": h, "s": s, "b": b}) * 2.0) for h in (8, 16) for s in (64, 256, 1024) for b in (1, 4)
             if not (s == 1024 and b == 4)]  # a corner-truncated staircase
-    return build_grid(("h", "s", "b"), rows, sol, sqrt_axes=("s",)), sol
+    return coordinate_grid(("h", "s", "b"), rows, sol, sqrt_axes=("s",)), sol
 
 
 def test_exact_hit_and_sqrt_blend_along_seq():
@@ -59,8 +59,8 @@ SLICE_KEYS = ["attn_dtype", "kv_cache_dtype", "head_dim", "window_size", "num_ke
 def in_data(est, key: dict, heads: int, isl: int, batch: int) -> bool:
     """Whether the pool serving this query (MHA when heads == kv_heads, else GQA) answers it in-data."""
     from perfledger.estimator.errors import NoDataError
-    from perfledger.estimator.grid import interpolate
-    from perfledger.estimator.ops.attention import ContextAttentionModel
+    from perfledger.estimator.fit.grid import interpolate
+    from perfledger.estimator.ops.attention.context import ContextAttentionModel
 
     try:
         grid = ContextAttentionModel()._grid(est, {**key, "qk_norm": False, "lane_defaults": False}, heads == key["kv_heads"])
@@ -108,8 +108,8 @@ def test_context_attention_matches_reference(wheel_est, oracle, system, backend,
 def gen_in_data(est, key: dict, heads: int, batch: int, seq: int) -> bool:
     """Whether all 5 kv samples of a decode query fall inside the serving pool's collected grid."""
     from perfledger.estimator.errors import NoDataError
-    from perfledger.estimator.grid import interpolate
-    from perfledger.estimator.ops.generation import GenerationAttentionModel, kv_samples
+    from perfledger.estimator.fit.grid import interpolate
+    from perfledger.estimator.ops.attention.generation import GenerationAttentionModel, kv_samples
 
     try:
         grid = GenerationAttentionModel()._grid(est, {**key, "lane_defaults": False}, heads == key["kv_heads"])

@@ -112,7 +112,7 @@ def test_windowed_pool_without_samples_borrows_the_full_attention_grid(wheel_est
 
 def test_equidistant_util_samples_resolve_in_sorted_coordinate_order():
     """A query equidistant from two samples blends with the first in (heads, isl, batch) order, whatever the file order."""
-    from perfledger.estimator.ops.attention import pooled_empirical
+    from perfledger.estimator.ops.attention.context import pooled_empirical
 
     class Pool:  # one MHA pool: samples (1, 512, 128) and (1, 2048, 32) tie for second nearest to the clamped corner
         value_columns, group_keys = ("heads", "isl", "batch"), ("window", "head_dim")

@@ -3,7 +3,7 @@
 A pool without samples at the query's head size borrows a reference head size's util (label xshape):
 128 when the lane serving the query window holds it for that pool, else that lane's nearest size in log2;
 lookup order (own, window), (ref, window), then both at window 0; context util × ratio(query) / ratio(ref)
-per backend (estimator/attention_headsize.yaml), generation unscaled. Generated queries draw head sizes
+per backend (estimator/ops/attention/attention_headsize.yaml), generation unscaled. Generated queries draw head sizes
 mostly absent from the table (32 … 1024), windows from the table plus 0, kv heads from the table; both
 sides must miss together or agree within 1e-6 relative with the same label, SILICON included.
 """
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfledger.estimator.attention_headsize import head_ratio, headsize_doc
 from perfledger.estimator.batch import estimate
+from perfledger.estimator.ops.attention.head_size import head_ratio, headsize_doc
 from tests.estimator.test_attention_empirical import (
     _ours,
     _ref_context,

@@ -1,21 +1,20 @@
-"""Attention lane order: the plain density walk and the static engine's framework-default pin (estimator/lanes.py)."""
+"""Attention lane order: the plain density walk and the static engine's framework-default pin (ops/attention/kernel_lanes.py)."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from perfledger.estimator.lanes import framework_default, lane_order, pinned_walk, version_key
-from perfledger.estimator.ops.attention import LANE_COLUMNS
+from perfledger.estimator.ops.attention.context import LANE_COLUMNS
+from perfledger.estimator.ops.attention.kernel_lanes import framework_default, lane_order, pinned_walk
 
 DEFAULTS = {"sglang": {"0.5.14": {90: "fa3", 100: "triton", 120: "flashinfer"}, "0.5.20": {120: "triton"}},
             "vllm": {"0.24.0": {90: "default"}}}
 
 
-@given(st.lists(st.integers(0, 999), min_size=1, max_size=4), st.sampled_from(["", ".post1", "rc23", ".dev3", "a1"]))
-def test_version_key_reads_the_numeric_prefix(parts, suffix):
-    assert version_key(".".join(map(str, parts)) + suffix) == tuple(parts)
+def test_framework_default_floors_in_the_one_version_order():
+    """perfledger.versions (PEP 440): a pre-release of a listed version floors below it, a post release to it."""
+    assert framework_default(DEFAULTS, "sglang", "0.5.20rc1", 120) == (True, "flashinfer")  # below 0.5.20: 0.5.14's
+    assert framework_default(DEFAULTS, "sglang", "0.5.20.post1", 120) == (True, "triton")
 
 
 @pytest.mark.parametrize("backend,version,sm,expected", [
@@ -60,23 +59,24 @@ def test_lane_order_pins_only_with_a_defaults_entry(wheel_est):
 @pytest.mark.aic
 def test_missing_defaults_file_means_no_pin(monkeypatch, tmp_path):
     """A wheel without systems/attention_lane_defaults.yaml: static walks lanes by density, like the op level."""
-    from perfledger.estimator import specs
-    from perfledger.estimator.context import Estimator, open_source
+    from perfledger import settings
+    from perfledger.estimator.session import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
-    monkeypatch.setattr(specs, "wheel_systems_dir", lambda: tmp_path)
+    monkeypatch.setattr(settings, "aic_package_dir", lambda: tmp_path)
     args = ("rtx_pro_6000_server", "sglang", "0.5.14", "context_attention_perf", LANE_COLUMNS)
     assert lane_order(est, *args, True) == lane_order(est, *args) and lane_order(est, *args)[0] == "triton"
 
 
 @pytest.mark.aic
 def test_malformed_defaults_file_names_it(monkeypatch, tmp_path):
-    from perfledger.estimator import specs
-    from perfledger.estimator.context import Estimator, open_source
+    from perfledger import settings
+    from perfledger.estimator.session import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
-    (tmp_path / "attention_lane_defaults.yaml").write_text("- just\n- a list\n")
-    monkeypatch.setattr(specs, "wheel_systems_dir", lambda: tmp_path)
+    (tmp_path / "systems").mkdir()
+    (tmp_path / "systems" / "attention_lane_defaults.yaml").write_text("- just\n- a list\n")
+    monkeypatch.setattr(settings, "aic_package_dir", lambda: tmp_path)
     with pytest.raises(ValueError, match="attention_lane_defaults.yaml: expected a mapping"):
         lane_order(est, "rtx_pro_6000_server", "sglang", "0.5.14", "context_attention_perf", LANE_COLUMNS, True)
 

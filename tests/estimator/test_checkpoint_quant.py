@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from perfledger.estimator.assembly import Deploy, static
-from perfledger.estimator.checkpoint_quant import QUANTS, infer, resolve
 from perfledger.estimator.errors import EstimatorError
+from perfledger.estimator.models.config import read_config
+from perfledger.estimator.quant.checkpoint import QUANTS, infer, resolve
+from perfledger.estimator.static import Deploy, static
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_CONFIGS = REPO / ".." / "shared" / "aic" / "model_configs"
@@ -22,9 +23,10 @@ BACKENDS = ("trtllm", "sglang", "vllm")
 
 
 def _wheel_configs() -> Path | None:
-    from perfledger.estimator.specs import wheel_systems_dir
+    from perfledger import settings
 
-    return wheel_systems_dir().parent / "model_configs" if wheel_systems_dir() is not None else None
+    package = settings.aic_package_dir()
+    return package / "model_configs" if package is not None else None
 
 
 def _config_files() -> list[Path]:
@@ -66,7 +68,7 @@ def test_every_model_config_infers_the_reference_quants(tmp_path, aic_core):
     differ = []
     for config in configs:
         for backend in BACKENDS:
-            ours = {q: v["quant"] for q, v in resolve(config, backend, {}).items()}
+            ours = {q: v["quant"] for q, v in resolve(read_config(config), backend, {}).items()}
             ref = reference_quants(config, backend, tmp_path)
             if ours != ref:
                 differ.append((config.name, backend, ours, ref))
@@ -91,10 +93,10 @@ def test_fp8_block_nvfp4_and_compressed_tensors_labels():
 def test_precedence_and_sources_glm5_fp8():
     """A flag wins; the checkpoint fills the rest; FMHA fp8 is guarded to bf16 on the DSA tables' backends."""
     config = SHARED_CONFIGS / "zai-org--GLM-5-FP8_config.json"
-    out = resolve(config, "sglang", {"kv": "bfloat16"})
+    out = resolve(read_config(config), "sglang", {"kv": "bfloat16"})
     assert out == {"gemm": {"quant": "fp8_block", "source": "checkpoint"}, "moe": {"quant": "fp8_block", "source": "checkpoint"},
                    "kv": {"quant": "bfloat16", "source": "flag"}, "fmha": {"quant": "bfloat16", "source": "checkpoint"}}
-    bf16 = resolve(SHARED_CONFIGS / "Qwen--Qwen3-32B_config.json", "trtllm", {})
+    bf16 = resolve(read_config(SHARED_CONFIGS / "Qwen--Qwen3-32B_config.json"), "trtllm", {})
     assert {v["source"] for v in bf16.values()} == {"default"} and {v["quant"] for v in bf16.values()} == {"bfloat16"}
 
 
@@ -102,10 +104,10 @@ def test_unknown_algorithm_and_kv_dtype_name_the_file_and_key(tmp_path):
     bad = tmp_path / "acme--M_config.json"
     bad.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "quantization_config": {"quant_method": "awq"}}))
     with pytest.raises(EstimatorError, match=r"acme--M_config.json: quant algorithm 'awq' is not in checkpoint_quant.yaml"):
-        resolve(bad, "trtllm", {})
+        resolve(read_config(bad), "trtllm", {})
     bad.write_text(json.dumps({"quantization_config": {"quant_method": "fp8", "kv_cache_dtype": "int4"}}))
     with pytest.raises(EstimatorError, match=r"acme--M_config.json: KV cache dtype 'int4' is not in checkpoint_quant.yaml kv_aliases"):
-        resolve(bad, "trtllm", {})
+        resolve(read_config(bad), "trtllm", {})
 
 
 @settings(max_examples=60, deadline=None)
@@ -113,7 +115,8 @@ def test_unknown_algorithm_and_kv_dtype_name_the_file_and_key(tmp_path):
        backend=st.sampled_from(BACKENDS),
        flags=st.dictionaries(st.sampled_from(QUANTS), st.sampled_from(["bfloat16", "fp8", "nvfp4", "fp8_block"])))
 def test_flags_only_replace_their_own_quant(name, backend, flags):
-    plain, flagged = resolve(SHARED_CONFIGS / name, backend, {}), resolve(SHARED_CONFIGS / name, backend, flags)
+    config = read_config(SHARED_CONFIGS / name)
+    plain, flagged = resolve(config, backend, {}), resolve(config, backend, flags)
     for q in QUANTS:
         assert flagged[q] == ({"quant": flags[q], "source": "flag"} if q in flags else plain[q])
         assert plain[q]["source"] in ("checkpoint", "default")

@@ -93,7 +93,7 @@ def test_static_prices_kimi_k3_like_the_reference_and_a_backend_without_a_plan_e
 
 def test_static_reports_memory_per_gpu_and_says_when_it_does_not_fit():
     """The memory object is the parity-checked memory model at the static run's deployment and quants."""
-    from perfledger.estimator.memory import static_memory
+    from perfledger.estimator.models.memory import static_memory
 
     qwen = ["static", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.24.0",
             "--tp", "2", "--batch", "8", "--isl", "1000", "--osl", "100", "--data", "aic-package"]
@@ -107,3 +107,29 @@ def test_static_reports_memory_per_gpu_and_says_when_it_does_not_fit():
           "--tp", "8", "--moe-ep", "8", "--batch", "8", "--isl", "4000", "--osl", "200", "--data", "aic-package"]
     res = _run(*k3)
     assert res.exit_code == 0 and "(does not fit)" in res.stdout
+
+
+def test_static_model_config_path_prices_like_the_name_and_a_bad_path_exits_1(tmp_path):
+    """--model-config reads an HF config.json (or a folder with one, plus its hf_quant_config.json) instead of
+    looking --model up: the same checkpoint gives the same TTFT, TPOT, quants and memory as its name."""
+    from perfledger.estimator.models.config import config_file, hf_quant_path
+
+    args = ["--system", "h200_sxm", "--backend", "trtllm", "--version", "1.3.0rc20", "--tp", "2", "--batch", "4",
+            "--isl", "1000", "--osl", "50", "--data", "aic-package", "--json"]
+    model = "Qwen/Qwen3-32B-FP8-Static-PerTensor"  # quants read from its ModelOpt hf_quant_config.json
+    by_name = _run("static", "--model", model, *args)
+    assert by_name.exit_code == 0, by_name.output
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    source = config_file(model)
+    (folder / "config.json").write_text(source.read_text())
+    (folder / "hf_quant_config.json").write_text(hf_quant_path(source).read_text())
+    named = json.loads(by_name.stdout)
+    by_folder, by_file = (json.loads(_run("static", "--model-config", str(path), *args).stdout) for path in (folder, source))
+    assert named == by_folder == by_file and named["quants"]["gemm"] == {"quant": "fp8_static", "source": "checkpoint"}
+    missing = _run("static", "--model-config", str(tmp_path / "nope"), *args)
+    assert missing.exit_code == 1 and "--model-config" in missing.output and "does not exist" in missing.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _run("static", "--model-config", str(empty), *args).exit_code == 1
+    assert _run("static", *args).exit_code == 2  # neither --model nor --model-config

@@ -1,4 +1,4 @@
-"""The spec expression language (estimator/config_expr.py) shared by needs.yaml and memory.yaml."""
+"""The spec expression language (estimator/models/config_expr.py) shared by needs.yaml and memory.yaml."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfledger.estimator.config_expr import ConfigExprError, config_dims, evaluate
+from perfledger.estimator.models.config import config_dims
+from perfledger.estimator.models.config_expr import ConfigExprError, evaluate
 
 
 @given(a=st.integers(1, 10**6), b=st.integers(1, 10**4), c=st.integers(0, 64))

@@ -5,9 +5,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from perfledger.estimator.cross_backend import LENDER_RANK, SHARED_MANIFEST, lenders, load_manifest, manifest_path
+from perfledger import settings
+from perfledger.estimator.data.cross_backend import LENDER_RANK, MANIFEST, lenders, load_manifest, manifest_path
+from perfledger.estimator.data.sources import TreeSource
 from perfledger.estimator.errors import NoDataError
-from perfledger.estimator.sources import TreeSource
+
+SHARED_MANIFEST = settings.reference_catalogs_dir() / MANIFEST  # the tests' reference data is ../shared
 
 GROUPS = (
     {"op_file": "kda_perf.parquet", "kernel_source": "conv", "tier": "shared", "frameworks": ["sglang", "vllm"]},

@@ -8,10 +8,10 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from perfledger.estimator.batch import estimate_one
-from perfledger.estimator.dsa import prefill_dsa
-from perfledger.estimator.errors import EstimatorError, NoDataError
 from perfledger.cli import app
+from perfledger.estimator.batch import estimate_one
+from perfledger.estimator.errors import EstimatorError, NoDataError
+from perfledger.estimator.models.dsa_prefill import prefill_dsa
 
 pytestmark = pytest.mark.aic
 WHERE = ("zai-org/GLM-5-FP8", "b200_sxm", "sglang", "0.5.14")

@@ -8,10 +8,12 @@ import random
 import pytest
 from typer.testing import CliRunner
 
-from perfledger.estimator.assembly import Deploy, load_model, static
 from perfledger.estimator.batch import estimate_one
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
-from perfledger.estimator.glm5 import _attention_bf16, _module_quant
+from perfledger.estimator.models.plans.glm5 import _module_quant
+from perfledger.estimator.models.plans.registry import load_model
+from perfledger.estimator.quant.checkpoint import attention_bf16 as _attention_bf16
+from perfledger.estimator.static import Deploy, static
 
 RULES = {"full_indexer": "full", "attention_block": "self_attn", "shared_experts": "shared_expert",
          "attention_groups": {"q": ["q_a_proj", "q_b_proj", "q_proj"], "kv": ["kv_a_proj", "kv_b_proj", "kv_proj"],

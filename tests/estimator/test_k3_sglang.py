@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from perfledger.estimator.assembly import Deploy, static
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import NoDataError
+from perfledger.estimator.static import Deploy, static
 from tests.estimator.k3_reference import K3, assert_same_ops, reference
 
 L40S = ("l40s", "sglang", "0.5.14")
@@ -70,8 +70,8 @@ def test_sglang_plan_is_split_mla_and_sglang_kda_kernels(wheel_est):
 
 
 def test_an_unknown_mla_form_in_models_yaml_is_named():
-    from perfledger.estimator.assembly import load_model
-    from perfledger.estimator.kimi_k3 import k3_ops
+    from perfledger.estimator.models.plans.kimi_k3 import ops as k3_ops
+    from perfledger.estimator.models.plans.registry import load_model
 
     m = load_model(K3)
     m = {**m, "backends": {"sglang": {**m["backends"]["sglang"], "mla": "fused"}}}

@@ -14,9 +14,10 @@ import json
 import polars as pl
 import pytest
 
-from perfledger.estimator.assembly import Deploy, load_model, static
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import NoDataError
+from perfledger.estimator.models.plans.registry import load_model
+from perfledger.estimator.static import Deploy, static
 from tests.estimator.k3_reference import K3, assert_same_ops, reference
 
 V = "1.3.0rc20"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import EstimatorError, NoDataError
-from perfledger.estimator.versions import earlier_versions
+from perfledger.versions import earlier_versions
 
 H200 = ("h200_sxm", "vllm", "0.24.0")
 KERNELS = [("causal_conv1d_fn_qkv3", "context"), ("flashkda_fwd", "context"), ("fused_kda_decode", "generation"),
@@ -106,8 +106,8 @@ ROOFLINE_BYTES = [
 
 @pytest.mark.parametrize("kernel,phase,heads,hk,hv,dc,batch,seq,nbytes", ROOFLINE_BYTES)
 def test_kda_roofline_bytes(kernel, phase, heads, hk, hv, dc, batch, seq, nbytes):
+    from perfledger.estimator.fit.roofline import kda_sol
     from perfledger.estimator.ops.kda import kda_catalog
-    from perfledger.estimator.sol import kda_sol
 
     cat = kda_catalog()
     ms = kda_sol(cat["forms"][phase][kernel], batch, seq, heads, hk, hv, dc, cat["chunk"], 1e9)[0]
@@ -116,7 +116,7 @@ def test_kda_roofline_bytes(kernel, phase, heads, hk, hv, dc, batch, seq, nbytes
 
 @given(b=st.integers(1, 512), s=st.integers(1, 70000), n=st.integers(1, 96), k=st.integers(1, 4))
 def test_kda_roofline_is_linear_in_batch_and_heads_and_grows_with_seq(b, s, n, k):
-    from perfledger.estimator.sol import kda_sol
+    from perfledger.estimator.fit.roofline import kda_sol
 
     one = float(kda_sol(["recurrent", "conv"], b, s, n, 128, 128, 4, 64, 1e12)[0])
     assert float(kda_sol(["recurrent", "conv"], b * k, s, n * k, 128, 128, 4, 64, 1e12)[0]) == pytest.approx(one * k * k)

@@ -1,14 +1,15 @@
-"""Per-GPU memory (estimator/memory.py): unit tests of the pure function and parity with 0.12.0's breakdown."""
+"""Per-GPU memory (estimator/models/memory.py): unit tests of the pure function and parity with 0.12.0's breakdown."""
 
-import json
+from pathlib import Path
 
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger.estimator.assembly import model_config_path
-from perfledger.estimator.memory import (
+from perfledger.estimator.data.system_specs import load_spec
+from perfledger.estimator.models.config import ModelConfig, model_config
+from perfledger.estimator.models.memory import (
     GIB,
     Memory,
     MemoryModelError,
@@ -17,14 +18,12 @@ from perfledger.estimator.memory import (
     footprint,
     model_dims,
 )
-from perfledger.estimator.specs import load_spec
 
 BF16 = {"gemm": "bfloat16", "moe": "bfloat16", "kv": "bfloat16"}
 
 
 def dims_of(model: str) -> tuple[str, dict]:
-    path = model_config_path(model)
-    return model_dims(json.loads(path.read_text()), str(path))
+    return model_dims(model_config(model))
 
 
 def system_doc(system: str) -> dict:
@@ -86,8 +85,8 @@ def test_bad_input_names_file_and_key():
     with pytest.raises(MemoryModelError, match="sys.yaml: missing gpu.mem_capacity"):
         footprint(arch, dims, {"gpu": {}}, "vllm", tp=1, moe_tp=1, moe_ep=1, quants=BF16, batch=1, seq_tokens=1,
                   tokens=1, source="sys.yaml")
-    with pytest.raises(MemoryModelError, match=r"cfg.json: none of \[.num_attention_heads.\] present \(memory.yaml dims.heads\)"):
-        model_dims({"hidden_size": 8}, "cfg.json")
+    with pytest.raises(MemoryModelError, match=r"cfg.json: none of \[.num_attention_heads.\] present \(models.yaml dims.heads\)"):
+        model_dims(ModelConfig("cfg.json", Path("cfg.json"), {"hidden_size": 8}, {}))
 
 
 def test_kimi_k3_does_not_fit_eight_b200s_but_fits_eight_b300s():
@@ -163,7 +162,7 @@ def test_kv_budget_equals_the_reference_oom_check(model, system, backend, versio
 
 def test_static_memory_object_takes_the_static_estimates_quants():
     """What `estimate static --json` reports under "memory": GiB per GPU from static()'s resolved quants."""
-    from perfledger.estimator.memory import static_memory
+    from perfledger.estimator.models.memory import static_memory
 
     quants = {"gemm": {"quant": "bfloat16", "source": "default"}, "moe": {"quant": "w4a16_mxfp4", "source": "checkpoint"},
               "kv": {"quant": "bfloat16", "source": "default"}, "fmha": {"quant": "bfloat16", "source": "default"}}

@@ -10,8 +10,8 @@ import pytest
 
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import EstimatorError, UnknownQuantError
-from perfledger.estimator.ops.mla import dims
-from perfledger.estimator.sol import mla_bmm_sol
+from perfledger.estimator.fit.roofline import mla_bmm_sol
+from perfledger.estimator.ops.mla.kernels import dims
 
 MLA_SLICES = [("h200_sxm", "trtllm", "1.3.0rc20"), ("b200_sxm", "trtllm", "1.3.0rc20"), ("h200_sxm", "sglang", "0.5.14"),
               ("b200_sxm", "vllm", "0.24.0")]

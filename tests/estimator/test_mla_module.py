@@ -14,7 +14,7 @@ import pytest
 
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import MissingFlopsError, NoDataError
-from perfledger.estimator.ops.mla_module import native_partition
+from perfledger.estimator.ops.mla.module import native_partition
 
 VLLM = {"backend": "vllm", "version": "0.24.0"}
 
@@ -47,8 +47,8 @@ def test_gemm_quant_without_system_flops_names_the_flops(wheel_est):
 def test_generation_roofline_is_one_roofline_over_the_block(wheel_est):
     """max(Σ math, Σ memory) over kernel + 2 BMMs: equal to the summed rooflines while all parts are memory
     bound, below them once the kernel turns compute bound (many heads, long kv)."""
-    from perfledger.estimator.ops.mla import dims
-    from perfledger.estimator.sol import generation_mla_sol, mla_bmm_sol
+    from perfledger.estimator.fit.roofline import generation_mla_sol, mla_bmm_sol
+    from perfledger.estimator.ops.mla.kernels import dims
 
     spec = wheel_est.spec("h200_sxm")
     sol = lambda h, b, s: estimate(wheel_est, "mla_generation_module", query(

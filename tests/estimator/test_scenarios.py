@@ -45,8 +45,8 @@ def test_scenario_file_errors_name_file_and_key(tmp_path: Path) -> None:
 
 def test_scenario_time_is_the_count_weighted_sum_of_operator_estimates(shared_tree: Path) -> None:
     from perfledger.estimator.batch import estimate_one
-    from perfledger.estimator.context import Estimator
-    from perfledger.estimator.sources import TreeSource
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.data.sources import TreeSource
 
     est = Estimator(TreeSource(shared_tree))
     cell = ("h200_sxm", "vllm", "0.24.0")
@@ -61,9 +61,9 @@ def test_scenario_time_is_the_count_weighted_sum_of_operator_estimates(shared_tr
 
 
 def test_static_scenarios_give_ttft_and_tpot_or_a_named_miss(shared_tree: Path) -> None:
-    from perfledger.estimator.context import Estimator
+    from perfledger.estimator.data.sources import TreeSource
     from perfledger.estimator.scenarios import price_static
-    from perfledger.estimator.sources import TreeSource
+    from perfledger.estimator.session import Estimator
 
     est = Estimator(TreeSource(shared_tree))
     sc = {"name": "s", "kind": "static", "batch": 1, "isl": 512, "osl": 2}

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfledger.estimator.sites import (
+from perfledger.estimator.fit.roofline import gemm_sol
+from perfledger.estimator.ops.gemm.sites import (
     K_TAIL,
     _tail_median,
     build_sites,
@@ -15,7 +16,6 @@ from perfledger.estimator.sites import (
     query_slots,
     silicon,
 )
-from perfledger.estimator.sol import gemm_sol
 
 FLOPS, BW, MEM = 1e15, 4e12, 2.0
 

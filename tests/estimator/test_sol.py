@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfledger.estimator.quant import quant_profile
-from perfledger.estimator.sol import (
+from perfledger.estimator.data.system_specs import load_spec
+from perfledger.estimator.fit.roofline import (
     context_attention_sol,
     custom_allreduce_sol,
     elementwise_bytes,
@@ -16,7 +16,7 @@ from perfledger.estimator.sol import (
     moe_sol,
     nccl_sol,
 )
-from perfledger.estimator.specs import load_spec
+from perfledger.estimator.quant.profiles import quant_profile
 
 pytestmark = pytest.mark.aic
 SYSTEMS = ["h200_sxm", "b200_sxm", "gb200", "l40s"]

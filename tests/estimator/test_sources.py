@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from perfledger.estimator.data.sources import TreeSource
 from perfledger.estimator.errors import NoDataError
-from perfledger.estimator.sources import TreeSource
 from tests.estimator.conftest import SHARED_DATA
 
 
@@ -21,7 +21,7 @@ def test_own_version_rows_win_over_earlier_versions():
     own = src.read("h200_sxm", "trtllm", "1.3.0rc20", "gemm_perf")
     merged = src.resolve("h200_sxm", "trtllm", "1.3.0rc20", "gemm_perf", shared=True)
     assert merged.height >= own.unique(subset=["gemm_dtype", "m", "n", "k"]).height
-    from perfledger.estimator.versions import version_key
+    from perfledger.versions import version_key
 
     assert all(version_key(v) <= version_key("1.3.0rc20") for v in merged["_source_version"].unique())
     first = merged.filter(pl.col("_source_rank") == 0)
@@ -79,11 +79,11 @@ def test_every_wheel_table_has_its_key_columns_after_defaults(aic_core):
     (the ops filter on them; a100_sxm sglang 0.5.10 / vllm 0.14.0 attention files lack window_size)."""
     import pyarrow.parquet as pq
 
-    from perfledger.estimator.sources import table_catalog
-    from perfledger.estimator.specs import wheel_systems_dir
+    from perfledger import settings
+    from perfledger.estimator.data.sources import table_catalog
 
-    root = wheel_systems_dir()
-    assert root is not None and (root / "data").is_dir(), f"the installed wheel has no systems/data: {root}"
+    root = settings.aic_package_dir() / "systems"
+    assert (root / "data").is_dir(), f"the installed wheel has no systems/data: {root}"
     lacking, defaulted = [], set()
     for table, info in table_catalog().items():
         for path in (root / "data").glob(f"*/*/*/*/{table}.parquet"):
@@ -97,7 +97,7 @@ def test_every_wheel_table_has_its_key_columns_after_defaults(aic_core):
 
 def test_column_default_fills_nulls_of_a_unioned_table():
     """The warehouse unions files with and without window_size: its null rows take the declared default."""
-    from perfledger.estimator.sources import complete_columns
+    from perfledger.estimator.data.sources import complete_columns
 
     frame = pl.DataFrame({**GEN_ROW, "window_size": [None]}, schema_overrides={"window_size": pl.Int64})
     assert complete_columns(frame, "generation_attention_perf", "sys/vllm/1.0")["window_size"].to_list() == [0]

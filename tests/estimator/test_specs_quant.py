@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perfledger.estimator.data.system_specs import load_spec, parse_spec
 from perfledger.estimator.errors import MissingFlopsError, UnknownQuantError, UnknownSystemError
-from perfledger.estimator.quant import profile_distance, quant_profile, util_level
-from perfledger.estimator.specs import load_spec, parse_spec
-from perfledger.estimator.versions import earlier_versions, version_key
+from perfledger.estimator.quant.profiles import profile_distance, quant_profile, util_level
+from perfledger.versions import earlier_versions, version_key
 
 
 def test_h200_spec_values():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfledger.estimator.assembly import Deploy, static
+from perfledger.estimator.static import Deploy, static
 
 pytestmark = pytest.mark.aic
 CASES = [

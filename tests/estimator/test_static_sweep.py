@@ -8,8 +8,8 @@ import importlib.util
 
 import pytest
 
-from perfledger.estimator.assembly import Deploy, static
 from perfledger.estimator.errors import UnsupportedModelError
+from perfledger.estimator.static import Deploy, static
 from tests.estimator.conftest import REPO
 
 pytestmark = pytest.mark.aic

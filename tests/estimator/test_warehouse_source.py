@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 
 from perfledger.estimator.batch import estimate
-from perfledger.estimator.context import Estimator
-from perfledger.estimator.sources import TreeSource, WarehouseSource
+from perfledger.estimator.data.sources import TreeSource, WarehouseSource
+from perfledger.estimator.session import Estimator
 from tests.estimator.conftest import SHARED_DATA
 
 GEMM = SHARED_DATA / "h200_sxm" / "gemm" / "trtllm"
@@ -95,10 +95,11 @@ def kda_warehouse(tmp_path_factory):
 
 def test_warehouse_lends_across_backends_like_the_tree(kda_warehouse):
     """No manifest beside the warehouse: ../shared's catalog lends vLLM's conv rows, as for the tree."""
-    from perfledger.estimator.cross_backend import SHARED_MANIFEST, manifest_path
+    from perfledger import settings
+    from perfledger.estimator.data.cross_backend import MANIFEST, manifest_path
 
     wh, tree = WarehouseSource(kda_warehouse), TreeSource(SHARED_DATA)
-    assert manifest_path(wh) == manifest_path(tree) == SHARED_MANIFEST
+    assert manifest_path(wh) == manifest_path(tree) == settings.reference_catalogs_dir() / MANIFEST
     cols = ["kernel_source", "phase", "num_k_heads", "batch_size", "seq_len", "latency", "_source_version"]
     ours = wh.resolve("b200_sxm", "sglang", "0.5.16", "kda_perf").select(cols).sort(cols[:5])
     ref = tree.resolve("b200_sxm", "sglang", "0.5.16", "kda_perf").select(cols).sort(cols[:5])

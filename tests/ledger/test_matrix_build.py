@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perfledger.cli import app
-from perfledger.estimator.specs import load_spec
+from perfledger.estimator.data.system_specs import load_spec
 from perfledger.ledger.matrix.build import (
     Pricer,
     combinations,
@@ -65,8 +65,8 @@ def test_hybrid_pass_carries_the_weakest_tier(root):
     import dataclasses
 
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.context import Estimator
-    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.ledger.matrix.build import build_rows
 
     qwen = find_spec("qwen3-235b-a22b")  # no w4a16_mxfp4 MoE of this shape on h200: the MoE needs an xshape transfer
@@ -80,8 +80,8 @@ def test_hybrid_pass_carries_the_weakest_tier(root):
 
 def pricer_over(source) -> Pricer:
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.context import Estimator
-    from perfledger.estimator.ops import registry
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.ops.registry import registry
 
     est = Estimator(source)
     return Pricer(lambda op, q, mode: estimate(est, op, q, mode=mode), frozenset(registry()), RULES.source_tiers)
@@ -92,7 +92,7 @@ def choices_of(model: str, mode: str = "agg") -> dict:
 
 
 def test_an_op_the_estimator_lacks_is_a_fail_that_says_so(root):
-    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.ledger.matrix.needs import Option
 
     pricer = pricer_over(WarehouseSource(root))
@@ -117,7 +117,7 @@ def test_fail_names_the_first_missing_need_then_the_rest(built):
 
 def test_k3_and_v3_on_a_vllm_cell_with_module_tables_pass_through_the_module(built, root):
     """MLA priced as vLLM's measured module (first any_of option), KDA by vLLM's own scan/decode kernels."""
-    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.ledger.matrix.choices import resolve_choice
 
     _, frame = built
@@ -145,7 +145,7 @@ def test_k3_and_v3_on_a_vllm_cell_with_module_tables_pass_through_the_module(bui
 def test_a_cell_without_mla_data_fails_naming_every_alternative():
     """b200 vLLM 0.24.0 in ../shared: no module slice, no GEMM rows for the pieces; the sglang/trtllm kernels
     are not vLLM's. The reason names each option in order, with its table."""
-    from perfledger.estimator.sources import TreeSource
+    from perfledger.estimator.data.sources import TreeSource
 
     choice = choices_of("kimi-k3")[("mla_context_attention", "context")]
     tier, err = pricer_over(TreeSource(SHARED_DATA)).any(choice, ("b200_sxm", "vllm", "0.24.0"))
@@ -165,8 +165,8 @@ def test_a_priced_row_on_a_too_small_deployment_fails_naming_needed_and_availabl
     import dataclasses
 
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.context import Estimator
-    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.ledger.matrix.build import build_rows, memory_gap
     from perfledger.ledger.matrix.explain import reason_of
 
@@ -334,7 +334,7 @@ def test_a_filtered_build_never_replaces_the_full_snapshot(root):
 def test_kda_needs_pick_each_backends_kernels_from_real_rows():
     """K3's KDA: the short conv for every backend, then the scan and decode kernels the cell's backend runs
     (`kda_kernel` queries: kernel, phase, per-shard heads, batch, seq), priced from ../shared's kda rows."""
-    from perfledger.estimator.sources import TreeSource
+    from perfledger.estimator.data.sources import TreeSource
     from perfledger.ledger.matrix.choices import resolve_choice
 
     conv = [n for n in model_needs(find_spec("kimi-k3"), ("agg",))["agg"] if isinstance(n, Need) and n.op == "kda_kernel"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfledger.estimator.config_expr import ConfigExprError
+from perfledger.estimator.models.config_expr import ConfigExprError
 from perfledger.ledger.matrix.build import weakest
 from perfledger.ledger.matrix.choices import resolve_choice
 from perfledger.ledger.matrix.needs import Choice, Need, Option, derive_needs, load_needs, quant_labels
@@ -171,8 +171,8 @@ def test_k3_on_trtllm_prices_the_estimators_plan_and_fails_on_the_kda_lane():
     import polars as pl
 
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.context import Estimator, open_source
-    from perfledger.estimator.ops import registry
+    from perfledger.estimator.session import Estimator, open_source
+    from perfledger.estimator.ops.registry import registry
     from perfledger.ledger.matrix.build import Pricer, judge, model_needs
     from perfledger.ledger.matrix.reader import read_matrix
     from perfledger.ledger.specs import find_spec

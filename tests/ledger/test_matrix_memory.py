@@ -1,4 +1,4 @@
-"""The matrix's memory fit (rules.yaml `memory_fit`, estimator/memory.py) against the imported head-095f58a matrix:
+"""The matrix's memory fit (rules.yaml `memory_fit`, estimator/models/memory.py) against the imported head-095f58a matrix:
 over every row of Kimi-K3, DeepSeek-V3 and Qwen3-235B, the reference's out-of-memory rows (InsufficientMemoryError,
 KVCacheCapacityError) do not fit our representative replica, and none of its PASS / HYBRID_PASS rows fails it."""
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from perfledger.estimator.config_expr import ConfigExprError
+from perfledger.estimator.models.config_expr import ConfigExprError
 from perfledger.ledger.matrix.needs import (
     NeedsError,
     derive_needs,

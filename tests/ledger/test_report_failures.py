@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perfledger.cli import app
-from perfledger.estimator.specs import load_spec
+from perfledger.estimator.data.system_specs import load_spec
 from perfledger.ledger.cells import derive_cells
 from perfledger.ledger.matrix.build import build_rows
 from perfledger.ledger.matrix.explain import model_disagreements
@@ -65,8 +65,8 @@ def warehouse(tmp_path_factory) -> Warehouse:
 @pytest.fixture(scope="module")
 def context(warehouse):
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.context import Estimator
-    from perfledger.estimator.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.data.sources import WarehouseSource
 
     cells = derive_cells(K3, {t: read_tree_table(SHARED_DATA, t) for t in dict.fromkeys(l.table for l in K3.lanes)},
                          read_meta(warehouse))

@@ -1,0 +1,180 @@
+"""Per-GPU memory of one deployment: weights, KV cache, activations and runtime overheads vs capacity.
+
+Why: a deployment whose weights alone exceed a GPU cannot serve, whatever the op latencies say. 0.12.0's
+sweep drops such configurations (`InsufficientMemoryError` when none fits), so our support matrix and the
+static estimate must size memory the same way. The model is data (memory.yaml: weight terms per
+architecture, KV per token, activation coefficients per backend); weight bytes per element come from
+quant.yaml's `memory` factors, capacity and runtime overheads from the system YAML (`gpu.mem_capacity`,
+`misc.nccl_mem`, `misc.other_mem`). Everything here is bytes; `as_json` reports GiB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from perfledger.estimator.data.system_specs import load_spec
+from perfledger.estimator.errors import EstimatorError
+from perfledger.estimator.models.config import ModelConfig, resolve_model
+from perfledger.estimator.models.config_expr import ConfigExprError
+from perfledger.estimator.models.config_expr import evaluate as evaluate_expr
+from perfledger.estimator.models.plans.registry import model_dims as plan_dims
+from perfledger.estimator.quant.profiles import quant_profile
+
+MEMORY_YAML = Path(__file__).with_name("memory.yaml")
+GIB = float(1 << 30)
+
+
+class MemoryModelError(EstimatorError):
+    """The memory model cannot size this model or system (names the file and key)."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One GPU's footprint (bytes) and its capacity; `fits` as 0.12.0 decides (total < capacity)."""
+
+    weights: float
+    kv: float
+    activations: float
+    nccl: float
+    others: float
+    capacity: float
+    kv_budget: float = float("inf")  # the backend's KV-cache budget left beside the non-KV memory
+    terms: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.kv + self.activations + self.nccl + self.others
+
+    @property
+    def fits(self) -> bool:
+        return self.total < self.capacity
+
+    @property
+    def kv_fits(self) -> bool:
+        """0.12.0's KV-cache capacity check (only asked when the total fits)."""
+        return self.kv <= self.kv_budget
+
+    def as_json(self) -> dict:
+        """GiB per GPU, rounded to 0.001, as `estimate static --json` reports it."""
+        g = lambda b: round(b / GIB, 3)
+        return {"weights": g(self.weights), "kv": g(self.kv), "activations": g(self.activations),
+                "runtime": g(self.nccl + self.others), "total": g(self.total), "capacity": g(self.capacity),
+                "fits": self.fits, "kv_budget": g(self.kv_budget), "kv_fits": self.kv_fits, "unit": "GiB per GPU"}
+
+
+@cache
+def _doc(path: Path = MEMORY_YAML) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def evaluate(expr: str, names: dict, where: str) -> float:
+    """memory.yaml arithmetic, in the expression language the matrix needs share (models/config_expr.py)."""
+    try:
+        return evaluate_expr(" ".join(expr.split()), names, where)
+    except ConfigExprError as exc:
+        raise MemoryModelError(str(exc)) from None
+
+
+def model_dims(model: ModelConfig) -> tuple[str, dict]:
+    """(architecture, dims): the model's dims as its layer plan reads them (models/plans/registry.py), plus
+    head_size = head_dim (hidden // heads when the config has none)."""
+    try:
+        dims = plan_dims(model)
+    except ConfigExprError as exc:
+        raise MemoryModelError(str(exc)) from None
+    return model.architecture, {**dims, "head_size": dims["head_dim"]}
+
+
+def weight_bytes(arch: str, dims: dict, quants: dict[str, str]) -> list[tuple[str, float]]:
+    """(term, bytes per GPU) for every weight term of the architecture (memory.yaml)."""
+    entry = _architecture(arch)
+    out = []
+    for term in entry["weights"]:
+        role = term["quant"]
+        label = "bfloat16" if dims.get(term.get("bf16_if", "")) else quants.get(role, role)
+        per_element = quant_profile("moe" if role == "moe" else "gemm", label).memory
+        out.append((term["name"], evaluate(term["elements"], dims, f"{MEMORY_YAML.name} {arch}.{term['name']}") * per_element))
+    return out
+
+
+def _architecture(arch: str) -> dict:
+    known = _doc()["architectures"]
+    if arch not in known:
+        raise MemoryModelError(f"{MEMORY_YAML.name}: no memory model for architecture {arch!r}; known: {', '.join(known)}")
+    return known[arch]
+
+
+def kv_budget_bytes(rule: dict, version: str, capacity: float, non_kv: float) -> float:
+    """The backend's KV-cache budget in bytes (memory.yaml `kv_budget`; fraction by version prefix)."""
+    prefixes = [k for k in rule["fraction"] if k != "default" and version.startswith(k)]
+    fraction = rule["fraction"][max(prefixes, key=len)] if prefixes else rule["fraction"]["default"]
+    scale = (1 - rule["reserved"]) * (1 - rule["tolerance"])
+    return (capacity - non_kv) * fraction * scale if rule["of_free"] else capacity * fraction * scale - non_kv
+
+
+def footprint(arch: str, dims: dict, system_doc: dict, backend: str, *, tp: int, moe_tp: int, moe_ep: int,
+              quants: dict[str, str], batch: int, seq_tokens: int, tokens: int, version: str = "",
+              source: str = "system yaml") -> Memory:
+    """The per-GPU memory of one replica shard (pure: config dims, the parsed system YAML, the deployment).
+
+    seq_tokens: KV slots per sequence (isl + osl); tokens: tokens in one forward pass (activations);
+    version: the backend version (vLLM's default memory fraction depends on it)."""
+    doc, entry = _doc(), _architecture(arch)
+    if backend not in doc["backends"]:
+        raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
+    names = {**dims, "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep}
+    terms = weight_bytes(arch, names, quants)
+    kv_label = quants.get("kv", "bfloat16")
+    if kv_label not in doc["kv_bytes"]:
+        raise MemoryModelError(f"{MEMORY_YAML.name} kv_bytes: unknown KV quant {kv_label!r}")
+    names["kv_bytes"] = doc["kv_bytes"][kv_label]
+    per_token = (evaluate(entry["kv_per_token_bytes"], names, f"{arch}.kv_per_token_bytes") if "kv_per_token_bytes" in entry
+                 else evaluate(entry["kv_per_token"], names, f"{arch}.kv_per_token") * names["kv_bytes"])
+    per_request = evaluate(entry["kv_per_request"], names, f"{arch}.kv_per_request") if "kv_per_request" in entry else 0.0
+    kv = batch * (seq_tokens * per_token + per_request)
+    be, tp8 = doc["backends"][backend], min(tp, 8)
+    coeffs = be["coefficients"].get(entry["family"], be["coefficients"]["default"])
+    width = dims["heads"] * dims["head_size"]
+    act = 2 * tokens * width * coeffs[tp8]
+    if entry["family"] in doc["moe_workspace"] and dims.get("experts"):
+        ws = dims["hidden"] if be.get("workspace_width") == "hidden" else width
+        act += tokens * ws * dims["experts"] * dims["topk"] / moe_ep / 128 * 4
+    act = max(act, be["min_bytes"]) * (1 + be["activation_overhead"])
+    try:
+        capacity = float(system_doc["gpu"]["mem_capacity"])
+        nccl = float(system_doc["misc"]["nccl_mem"][tp8])
+        others = float(system_doc["misc"]["other_mem"]) * (1 + be["others_overhead"])
+    except (KeyError, TypeError) as exc:
+        raise MemoryModelError(f"{source}: missing gpu.mem_capacity / misc.nccl_mem[{tp8}] / misc.other_mem ({exc})") from None
+    weights = sum(b for _, b in terms)
+    budget = kv_budget_bytes(be["kv_budget"], version, capacity, weights + act + nccl + others)
+    return Memory(weights, kv, act, nccl, others, capacity, budget, tuple(terms))
+
+
+def deployment_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int = 1, moe_ep: int = 1,
+                      quants: dict[str, str], batch: int, isl: int, osl: int, tokens: int | None = None,
+                      version: str = "") -> Memory:
+    """IO edge: read the model's HF config and the system YAML, then `footprint`.
+
+    tokens defaults to batch × isl (one prefill pass); KV holds isl + osl tokens per sequence."""
+    arch, dims = model_dims(resolve_model(model))
+    spec_path = Path(load_spec(system).source)
+    return footprint(arch, dims, yaml.safe_load(spec_path.read_text()), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
+                     quants=quants, batch=batch, seq_tokens=isl + osl, tokens=batch * isl if tokens is None else tokens,
+                     version=version, source=str(spec_path))
+
+
+def static_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int, moe_ep: int, quants: dict,
+                  batch: int, isl: int, osl: int, version: str = "") -> dict | None:
+    """The `memory` object of `estimate static --json` (GiB per GPU), or None for an architecture memory.yaml
+    cannot size. quants: labels by role, or static()'s {role: {"quant", "source"}}."""
+    labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
+    try:
+        return deployment_memory(model, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, quants=labels,
+                                 batch=batch, isl=isl, osl=osl, version=version).as_json()
+    except MemoryModelError:
+        return None

@@ -1,0 +1,112 @@
+"""Generation (decode) attention: a raw Grid over [num_heads][batch][kv step + 1], averaged over 5 samples.
+
+The silicon value at sequence length s is the mean over 5 kv steps: the integer points of an even
+5-point spread between int(0.9·s) and int(1.1·s), each minus one (the reference's sampling rule).
+Measured rows are raised to their SOL at load (the reference clamps generation attention, not context).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from perfledger.estimator.fit.grid import evaluate, rows_grid
+from perfledger.estimator.fit.roofline import generation_attention_sol
+from perfledger.estimator.ops.attention.context import (
+    KV_BYTES,
+    evaluate_by_pool,
+    pool_picker,
+    pooled_empirical,
+)
+from perfledger.estimator.ops.attention.kernel_lanes import LANE, lane_slice
+from perfledger.estimator.ops.base import OpModel
+
+AXES = ("num_heads", "batch_size", "seq")  # seq = kv step + 1: the log-space transfer distance uses it
+LANE_COLUMNS = ("kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads")
+SPREAD = (0.9, 1.1)  # the sampled sequence range, as fractions of s
+SAMPLES = 5
+
+
+def kv_samples(seq: int) -> np.ndarray:
+    """The 5 kv steps averaged for sequence length `seq` (truncated spread ends, truncated points, minus one)."""
+    lo, hi = int(seq * SPREAD[0]), int(seq * SPREAD[1])
+    return np.linspace(lo, hi, SAMPLES).astype(np.int64) - 1
+
+
+class GenerationAttentionModel(OpModel):
+    name = "generation_attention"
+    group_keys = ("system", "backend", "version", "kv_quant", "head_dim", "window", "kv_heads", "lane_defaults")
+    value_columns = ("heads", "batch", "seq")
+    defaults = {"lane_defaults": False}  # static engines pin the framework lane (ops/attention/kernel_lanes.py)
+    tables = ("generation_attention_perf",)
+    lane_columns = LANE_COLUMNS
+
+    @staticmethod
+    def quant_filters(key) -> dict:
+        return {"kv_cache_dtype": key["kv_quant"]}
+
+    @staticmethod
+    def head_scale(key, own: int, ref: int) -> float:
+        """0.12.0 borrows another head size's decode util unscaled (the ratio table is prefill-only)."""
+        return 1.0
+
+    def _sol_fn(self, est, key):
+        spec = est.spec(key["system"])
+        kv = key["kv_quant"]
+        flops = spec.tc_flops("fp8" if kv == "fp8" else "bfloat16")
+        hd, win, nkv = int(key["head_dim"]), int(key["window"]), int(key["kv_heads"])
+
+        def sol(heads, batch, seq, kv_heads=nkv):
+            return generation_attention_sol(batch, seq, heads, kv_heads, hd, win, KV_BYTES[kv], flops, spec.mem_bw)[0]
+
+        return sol
+
+    def sol(self, est, key, q):
+        return self._sol_fn(est, key)(q["heads"], q["batch"], q["seq"])
+
+    def _pool_sol(self, est, key, mha: bool):
+        """SOL over (heads, batch, seq) for a pool: the MHA pool's kv heads follow heads."""
+        base = self._sol_fn(est, key)
+        return (lambda h, b, s: base(h, b, s, h)) if mha else base
+
+    def _rows(self, est, key, mha: bool, shared: bool = True, lane: str | None = None) -> pl.DataFrame:
+        """The pool's rows (first lane holding them, or `lane`) with seq = step + 1, latencies raised to their SOL (the reference's load clamp)."""
+        filters = {"kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]), "window_size": int(key["window"])}
+        same = pl.col("num_heads") == pl.col("num_key_value_heads")
+        if not mha:
+            filters["num_key_value_heads"] = int(key["kv_heads"])
+        where = same if mha else ~same
+        rows = lane_slice(est, key["system"], key["backend"], key["version"], self.table, filters,
+                          where=where if lane is None else where & (pl.col(LANE) == lane), lane_columns=LANE_COLUMNS, shared=shared,
+                          pinned=bool(key.get("lane_defaults", False)))
+        rows = rows.with_columns((pl.col("step") + 1).alias("seq"))
+        floor = self._pool_sol(est, key, mha)(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["seq"].to_numpy())
+        return rows.with_columns(pl.Series("latency", np.maximum(rows["latency"].to_numpy(), floor)))  # SOL clamp
+
+    def _grid(self, est, key, mha: bool = False):
+        """GQA pool (kv-heads slice less its heads == kv rows) or MHA pool (all heads == kv rows), as in attention.py."""
+        def build():
+            rows, sol = self._rows(est, key, mha), self._pool_sol(est, key, mha)
+            return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["batch_size"], c["seq"])))
+
+        return est.memo(("gen_grid", mha, *(key[c] for c in self.group_keys)), build)
+
+    def silicon(self, est, key, q):
+        pick = pool_picker(self, est, key)
+        out = np.empty(q.height)
+        for i, (h, b, s) in enumerate(zip(q["heads"], q["batch"], q["seq"])):
+            grid = pick(h)
+            samples = [None] if grid is None else [
+                evaluate(grid, {"num_heads": int(h), "batch_size": int(b), "seq": int(kv) + 1})[0] for kv in kv_samples(int(s))]
+            out[i] = np.nan if any(v is None for v in samples) else float(np.mean(samples))
+        return out, np.isnan(out)
+
+    def empirical(self, est, key, q, shared: bool = False):
+        """SOL / util of the pool's UtilGrid over [heads, batch, seq], borrowing as pooled_empirical says."""
+        return pooled_empirical(self, est, key, q, shared, AXES)
+
+    def evaluate(self, est, key, q, mode):
+        """HYBRID / EMPIRICAL run per pool (MHA, GQA): each borrows, and is labelled, on its own."""
+        if mode not in ("hybrid", "empirical"):
+            return super().evaluate(est, key, q, mode)
+        return evaluate_by_pool(self, est, key, q, mode, lambda k, part, m: super(GenerationAttentionModel, self).evaluate(est, k, part, m))

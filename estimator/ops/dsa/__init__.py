@@ -1,0 +1,1 @@
+"""DSA module ops (GLM-5 sparse attention) and their roofline."""

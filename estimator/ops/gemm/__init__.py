@@ -1,0 +1,1 @@
+"""GEMM op: per-(n, k) m-curves (sites) and nearest-site transfer."""
