@@ -23,6 +23,7 @@ SHARED_CAMPAIGN = SHARED / "collected" / "vllm-0.20.0-campaign"
 # The reference data is only read when named (perfledger.settings): the tests name ../shared.
 os.environ.setdefault("PERFLEDGER_REFERENCE_DATA", str(SHARED))
 os.environ.setdefault("PREFECT_HOME", str(REPO_ROOT / "var" / "prefect-tests"))
+Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # Prefect makes only the last folder
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
