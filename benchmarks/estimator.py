@@ -21,7 +21,6 @@ import time
 import numpy as np
 import polars as pl
 
-
 SYSTEM, BACKEND, VERSION = "h200_sxm", "trtllm", "1.3.0rc20"
 QUANTS = ("bfloat16", "fp8", "fp8_block")
 # (n, k) of real projections (Qwen3-32B / Llama-3.1-8B / Qwen3-235B at tp 1..8) plus random off-grid ones
@@ -135,6 +134,7 @@ def main() -> None:
 
     from aiconfigurator_core.sdk.engine import EngineHandle
     from aiconfigurator_core.sdk.perf_database import get_database
+
     from perfledger.estimator.session import Estimator, open_source
 
     queries = make_queries(args.queries)

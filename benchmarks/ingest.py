@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 
-
 def child_bare(out: Path) -> dict:
     import pyarrow.parquet as pq
 

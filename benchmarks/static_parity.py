@@ -74,8 +74,8 @@ def draw(rng: random.Random, model_list, targets) -> dict:
 
 def ours(est, d: dict):
     """(result dict or None, miss text)."""
-    from perfledger.estimator.static import Deploy, static
     from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.static import Deploy, static
 
     dep = Deploy(d["system"], d["backend"], d["version"], tp=d["tp"], moe_tp=d["moe_tp"], moe_ep=d["moe_ep"])
     try:

@@ -70,10 +70,10 @@ def _expand(block: Any, columns: tuple[str, ...], where: str) -> list[dict]:
     if missing or extra:
         raise CaseGridError(f"{where}: columns must be exactly {list(columns)}; missing {missing}, unknown {extra}")
     axes = [block[c] if isinstance(block[c], list) else [block[c]] for c in columns]
-    for col, values in zip(columns, axes):
+    for col, values in zip(columns, axes, strict=True):
         if not values:
             raise CaseGridError(f"{where}.{col}: empty value list")
-    return [dict(zip(columns, combo)) for combo in itertools.product(*axes)]
+    return [dict(zip(columns, combo, strict=True)) for combo in itertools.product(*axes)]
 
 
 def parse_grid(doc: Any, name: str, source: str) -> CaseGrid:

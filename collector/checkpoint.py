@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from perfledger.collector.failures import atomic_write_text
@@ -55,7 +55,7 @@ class Checkpoint:
         doc = {
             "schema": SCHEMA,
             **self.binding(),
-            "updated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "done": sorted(self.done),
             "failed": sorted(self.failed),
         }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -21,31 +20,31 @@ def register(app: typer.Typer) -> None:
     @app.command(context_settings={"allow_interspersed_args": True})
     def collect(
         ops: list[str] = typer.Option(..., "--ops", help="ops to collect (repeat, comma-separate or list them)"),
-        more_ops: Optional[list[str]] = typer.Argument(None, hidden=True),
+        more_ops: list[str] | None = typer.Argument(None, hidden=True),
         out: Path = typer.Option(..., "--out", help="output folder (staging CSVs, batch.yaml, metadata)"),
         backend: str = typer.Option("cpu", "--backend", help="cpu | torch"),
-        devices: Optional[str] = typer.Option(None, "--devices", help="device ids, e.g. 0,1,2 (default: all visible)"),
+        devices: str | None = typer.Option(None, "--devices", help="device ids, e.g. 0,1,2 (default: all visible)"),
         resume: bool = typer.Option(False, "--resume", help="skip cases already done or failed in the checkpoint"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="with --resume: run failed cases again"),
-        limit: Optional[int] = typer.Option(None, "--limit", min=1, help="at most N cases per op"),
-        case_filter: Optional[list[str]] = typer.Option(None, "--case-filter", help="keep cases containing S (OR)"),
+        limit: int | None = typer.Option(None, "--limit", min=1, help="at most N cases per op"),
+        case_filter: list[str] | None = typer.Option(None, "--case-filter", help="keep cases containing S (OR)"),
         plan_only: bool = typer.Option(False, "--plan-only", help="print the resolved plan as JSON and exit"),
         isolate: bool = typer.Option(False, "--isolate", help="run every case in a fresh child process"),
-        system: Optional[str] = typer.Option(None, "--system", help="system name for batch.yaml (cpu: cpu_local)"),
-        image: Optional[str] = typer.Option(None, "--image", help="container image recorded in collection_meta"),
-        timeout: Optional[float] = typer.Option(None, "--timeout", help="per-case timeout in seconds"),
-        grid: Optional[list[str]] = typer.Option(None, "--grid", help="OP=PATH: case grid YAML replacing the op's own"),
+        system: str | None = typer.Option(None, "--system", help="system name for batch.yaml (cpu: cpu_local)"),
+        image: str | None = typer.Option(None, "--image", help="container image recorded in collection_meta"),
+        timeout: float | None = typer.Option(None, "--timeout", help="per-case timeout in seconds"),
+        grid: list[str] | None = typer.Option(None, "--grid", help="OP=PATH: case grid YAML replacing the op's own"),
         as_json: bool = typer.Option(False, "--json", help="one JSON summary on stdout"),
     ) -> None:
         """Measure operator cases and write staging CSVs that `perfledger ingest` reads."""
-        from perfledger.console import EXIT_USAGE, emit_json, fail
-
         from perfledger.collector.backends import BackendUnavailable, get_backend
         from perfledger.collector.case_grid import CaseGridError
         from perfledger.collector.checkpoint import CheckpointError
         from perfledger.collector.meta import MetaError
         from perfledger.collector.registry import RegistryError
-        from perfledger.collector.runner import CollectError, CollectRequest, build_plan, collect as run_collect, plan_json
+        from perfledger.collector.runner import CollectError, CollectRequest, build_plan, plan_json
+        from perfledger.collector.runner import collect as run_collect
+        from perfledger.console import EXIT_USAGE, emit_json, fail
 
         grids = {}
         for item in grid or ():

@@ -50,7 +50,7 @@ def _cases(args, columns, grid_values, dtype_field: str, dtypes) -> list[dict]:
     axes = [getattr(args, c) or grid_values[c] for c in columns]
     seen = {}
     for combo in itertools.product(*axes):
-        case = dict(zip(columns, combo))
+        case = dict(zip(columns, combo, strict=True))
         if case[dtype_field] in dtypes:
             seen.setdefault(canonical(case), case)
     return list(seen.values())

@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import import_module
 from pathlib import Path
 
@@ -49,7 +49,7 @@ class Outcome:
     child_env: str | None = None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _backend(name: str) -> Backend:
     return get_backend(name)
 

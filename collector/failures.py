@@ -7,7 +7,7 @@ import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -64,7 +64,7 @@ def make_record(
     return FailureRecord(
         backend=backend, op=op, table=table, task_id=task_id, case=dict(case), device=device,
         error_type=error_type, classification=classify(error_type, message), message=message,
-        exit_code=exit_code, timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        exit_code=exit_code, timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
     )
 
 

@@ -140,7 +140,7 @@ class FileLock:
         if _read(self.path) == self.token:
             os.unlink(self.path)
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         self.acquire()
         return self
 

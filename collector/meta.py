@@ -9,7 +9,7 @@ invocation into the same folder wrote, and refuse to mix runtimes in one folder.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -85,7 +85,7 @@ def table_entry(*, collector_hash: str, case_plan_hash: str, rows: int | None, p
     return {
         "collector_hash": collector_hash,
         "case_plan_hash": case_plan_hash,
-        "collected_at": datetime.now(timezone.utc).date().isoformat(),
+        "collected_at": datetime.now(UTC).date().isoformat(),
         "rows": rows,
         "status": "complete" if final and done + failed >= planned else "partial",
         "cases_planned": planned,

@@ -15,9 +15,9 @@ import os
 import signal
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Callable
 
 from perfledger.collector.case_grid import Task
 from perfledger.collector.execute import Outcome

@@ -11,9 +11,10 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from perfledger.collector.lockfile import FileLock, LockStats, LockTimeout
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from perfledger.estimator.cli_ops import DATA, JSON, MODE, WAREHOUSE, _priced, _source, register_ops
@@ -20,8 +18,8 @@ def register(app: typer.Typer) -> None:
 
     @est_app.command("static")
     def static_cmd(
-        model: Optional[str] = typer.Option(None, help="HF id, e.g. Qwen/Qwen3-32B (config from the model-config folders)"),
-        model_config: Optional[str] = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP),
+        model: str | None = typer.Option(None, help="HF id, e.g. Qwen/Qwen3-32B (config from the model-config folders)"),
+        model_config: str | None = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP),
         system: str = typer.Option(..., help="System name"),
         backend: str = typer.Option(..., help="trtllm | sglang | vllm"),
         version: str = typer.Option(..., help="Backend version folder"),
@@ -31,14 +29,14 @@ def register(app: typer.Typer) -> None:
         batch: int = typer.Option(..., help="Batch size"),
         isl: int = typer.Option(..., help="Input sequence length"),
         osl: int = typer.Option(..., help="Output sequence length"),
-        gemm_quant: Optional[str] = typer.Option(None, help="GEMM quant (default: the checkpoint's, else bfloat16)"),
-        moe_quant: Optional[str] = typer.Option(None, help="MoE quant (default: the checkpoint's, else bfloat16)"),
-        kv_quant: Optional[str] = typer.Option(None, help="KV-cache quant (default: the checkpoint's, else bfloat16)"),
-        fmha_quant: Optional[str] = typer.Option(None, help="Attention (FMHA) quant (default: the checkpoint's, else bfloat16)"),
+        gemm_quant: str | None = typer.Option(None, help="GEMM quant (default: the checkpoint's, else bfloat16)"),
+        moe_quant: str | None = typer.Option(None, help="MoE quant (default: the checkpoint's, else bfloat16)"),
+        kv_quant: str | None = typer.Option(None, help="KV-cache quant (default: the checkpoint's, else bfloat16)"),
+        fmha_quant: str | None = typer.Option(None, help="Attention (FMHA) quant (default: the checkpoint's, else bfloat16)"),
         mode: str = MODE,
         breakdown: bool = typer.Option(False, "--breakdown", help="Include per-op context/generation ms"),
-        data: Optional[str] = DATA,
-        warehouse: Optional[str] = WAREHOUSE,
+        data: str | None = DATA,
+        warehouse: str | None = WAREHOUSE,
         as_json: bool = JSON,
     ) -> None:
         """Static whole-model estimate: {"ttft_ms", "tpot_ms", "quants", "memory"} (TTFT = prefill, TPOT = decode / (osl - 1)).
@@ -74,7 +72,7 @@ def register(app: typer.Typer) -> None:
     @est_app.command("prefill-dsa")
     def prefill_dsa_cmd(
         model: str = typer.Option(..., help="DSA model with a lane in models/dsa_prefill.yaml, e.g. zai-org/GLM-5-FP8"),
-        model_config: Optional[str] = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP),
+        model_config: str | None = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP),
         isl: int = typer.Option(..., help="Input sequence length"),
         cp: int = typer.Option(..., help="Context-parallel size"),
         batch: int = typer.Option(1, help="Batch size"),
@@ -82,11 +80,11 @@ def register(app: typer.Typer) -> None:
         system: str = typer.Option("b200_sxm", help="System name"),
         backend: str = typer.Option("sglang", help="Backend"),
         version: str = typer.Option("0.5.14", help="Backend version folder"),
-        moe_tp: Optional[int] = typer.Option(None, help="MoE TP size (default: cp / moe_ep)"),
+        moe_tp: int | None = typer.Option(None, help="MoE TP size (default: cp / moe_ep)"),
         moe_ep: int = typer.Option(1, help="MoE EP size"),
         dense_first_k: bool = typer.Option(False, "--dense-first-k", help="Also price first_k_dense_replace layers as dense MLP"),
-        data: Optional[str] = DATA,
-        warehouse: Optional[str] = WAREHOUSE,
+        data: str | None = DATA,
+        warehouse: str | None = WAREHOUSE,
         as_json: bool = JSON,
     ) -> None:
         """DSA prefill under context parallelism: per-layer breakdown and prefill_ms."""

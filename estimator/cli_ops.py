@@ -11,13 +11,13 @@ DATA_HELP = "Public-layout tree (…/systems or …/systems/data) or 'aic-packag
 MODE_HELP = "silicon | hybrid | empirical | sol"
 
 
-def _source(data: Optional[str], warehouse: Optional[str]):
+def _source(data: str | None, warehouse: str | None):
     from perfledger.estimator.session import Estimator, open_source
 
     return Estimator(open_source(data, warehouse))
 
 
-def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, queries: Optional[str]) -> None:
+def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, queries: str | None) -> None:
     """Shared body: one query from options, or one per CSV row (options fill absent columns)."""
     import polars as pl
 

@@ -15,9 +15,8 @@ travel -- never with a recomputation.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -199,8 +198,8 @@ class ScenarioModel:
 def refresh_estimates(root: Path, scenarios_path: Path, models: dict[str, ScenarioModel], gate_cfg: dict) -> dict:
     """Price the configured models' scenarios, gate them against the stored estimates and store them as the
     next version of the `estimates` table; returns the report (with the table `version` written)."""
-    from perfledger.estimator.session import Estimator
     from perfledger.estimator.data.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
     from perfledger.warehouse.inventory import curated_inventory
     from perfledger.warehouse.lock import run_lock
     from perfledger.warehouse.store import Warehouse
@@ -223,6 +222,6 @@ def refresh_estimates(root: Path, scenarios_path: Path, models: dict[str, Scenar
             stamp = stored["priced_at"][0] if stored.height else None
         report = {"as_of_previous": stamp, "models": {name: models[name].hf_id for name in wanted},
                   "gate": gate(current, previous, gate_cfg["warn_pct"], gate_cfg["fail_pct"]), "sweeps": sweeps}
-        frame = estimates_frame(report, priced_at=datetime.now(timezone.utc).isoformat(timespec="microseconds"), priced_from=table_versions(wh), compared_with=compared_with)
+        frame = estimates_frame(report, priced_at=datetime.now(UTC).isoformat(timespec="microseconds"), priced_from=table_versions(wh), compared_with=compared_with)
         version = wh.write_table(ESTIMATES_TABLE, frame, mode="overwrite")
     return {**report, "version": version}

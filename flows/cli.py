@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from perfledger.console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit_json, fail
 
-WarehouseOpt = Annotated[Optional[str], typer.Option("--warehouse", help="Warehouse root (default: $PERFLEDGER_WAREHOUSE or var/warehouse).")]
+WarehouseOpt = Annotated[str | None, typer.Option("--warehouse", help="Warehouse root (default: $PERFLEDGER_WAREHOUSE or var/warehouse).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 Sources = Annotated[list[str], typer.Argument(help="Paths (collector output, published tree, version folder) or 'aic-package'.")]
-SystemOpt = Annotated[Optional[str], typer.Option("--system", help="System of collector output (else batch.yaml / folder name).")]
-BackendOpt = Annotated[Optional[str], typer.Option("--backend", help="Backend of collector output.")]
-VersionOpt = Annotated[Optional[str], typer.Option("--version", help="Backend version of collector output.")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Pipeline config YAML (default: the embedded one).")]
-OutOpt = Annotated[Optional[Path], typer.Option("--out", help="Output folder for the site, summary and artifacts.")]
+SystemOpt = Annotated[str | None, typer.Option("--system", help="System of collector output (else batch.yaml / folder name).")]
+BackendOpt = Annotated[str | None, typer.Option("--backend", help="Backend of collector output.")]
+VersionOpt = Annotated[str | None, typer.Option("--version", help="Backend version of collector output.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Pipeline config YAML (default: the embedded one).")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder for the site, summary and artifacts.")]
 RunnerOpt = Annotated[str, typer.Option("--runner", help="local (threads) or dask (prefect-dask).")]
-AddressOpt = Annotated[Optional[str], typer.Option("--address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster).")]
+AddressOpt = Annotated[str | None, typer.Option("--address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster).")]
 
 
 def _progress(enabled: bool):
@@ -126,9 +126,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def backfill(since: Annotated[str, typer.Option("--since", help="First collection date (YYYY-MM-DD).")],
-                 until: Annotated[Optional[str], typer.Option("--until", help="Last collection date (inclusive).")] = None,
-                 systems: Annotated[Optional[list[str]], typer.Option("--systems", help="Only batches of these systems.")] = None,
-                 models: Annotated[Optional[list[str]], typer.Option("--models", help="Models to re-derive (default: the config's).")] = None,
+                 until: Annotated[str | None, typer.Option("--until", help="Last collection date (inclusive).")] = None,
+                 systems: Annotated[list[str] | None, typer.Option("--systems", help="Only batches of these systems.")] = None,
+                 models: Annotated[list[str] | None, typer.Option("--models", help="Models to re-derive (default: the config's).")] = None,
                  config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
                  runner: RunnerOpt = "local", address: AddressOpt = None, json: JsonOpt = False) -> None:
         """Re-derive ledger, matrix and reports for batches collected in a window (idempotent)."""
@@ -136,7 +136,7 @@ def register(app: typer.Typer) -> None:
         _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json)
 
     @app.command()
-    def serve(file: Annotated[Optional[Path], typer.Option(
+    def serve(file: Annotated[Path | None, typer.Option(
                   "--file", help="Deployments file (default: prefect.yaml in the working directory).")] = None,
               dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the deployments and exit.")] = False,
               json: JsonOpt = False) -> None:
@@ -159,7 +159,7 @@ def register(app: typer.Typer) -> None:
     @app.command("diff")
     def diff_cmd(table: Annotated[str, typer.Argument(help="Curated table, e.g. gemm_perf.")],
                  old: Annotated[int, typer.Option("--from", help="Older table version.")],
-                 new: Annotated[Optional[int], typer.Option("--to", help="Newer table version (default: latest).")] = None,
+                 new: Annotated[int | None, typer.Option("--to", help="Newer table version (default: latest).")] = None,
                  threshold: Annotated[float, typer.Option("--threshold", help="Relative move to list (0.05 = 5%).")] = 0.05,
                  warehouse: WarehouseOpt = None, json: JsonOpt = False) -> None:
         """Rows added / removed / changed between two versions of a curated table, and moves above a threshold."""
@@ -187,7 +187,7 @@ def register(app: typer.Typer) -> None:
     def export_cmd(layout: Annotated[str, typer.Argument(help="Output layout: aic (the public systems/data tree).")],
                    out: Annotated[Path, typer.Argument(help="Output folder (created; must be empty or absent).")],
                    warehouse: WarehouseOpt = None,
-                   systems: Annotated[Optional[list[str]], typer.Option("--systems", help="Only these systems.")] = None,
+                   systems: Annotated[list[str] | None, typer.Option("--systems", help="Only these systems.")] = None,
                    json: JsonOpt = False) -> None:
         """Write the curated warehouse in a publishable layout (Parquet + collection_meta.yaml + reuse.yaml)."""
         from perfledger.warehouse.export import ExportError, export_aic

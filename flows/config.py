@@ -46,7 +46,7 @@ class PipelineConfig:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_params(cls, params: dict) -> "PipelineConfig":
+    def from_params(cls, params: dict) -> PipelineConfig:
         paths = {"warehouse", "out", "path", "scenarios"}
         return cls(**{k: (Path(v) if k in paths else v) for k, v in params.items()})
 

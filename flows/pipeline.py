@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from contextlib import ExitStack
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -20,12 +20,10 @@ from perfledger.estimator.scenarios import ESTIMATES_TABLE
 from perfledger.flows.config import PipelineConfig
 from perfledger.flows.ingest import ingest_task
 from perfledger.flows.keys import StageCache, content_key, file_digest, warehouse_state
-from perfledger.flows.tasks import (estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task,
-                         validate_task)
+from perfledger.flows.tasks import estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task, validate_task
 from perfledger.warehouse.inventory import curated_inventory, table_totals
 from perfledger.warehouse.lock import WarehouseBusy, run_lock
 from perfledger.warehouse.store import Warehouse
-
 
 PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix", ESTIMATES_TABLE)
 
@@ -115,7 +113,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
     entries = curated_inventory(st.wh)
     tables = table_totals(entries)
     run = {
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": time.perf_counter() - started,
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": time.perf_counter() - started,
         "warehouse": root, "sources": cfg.sources, "ingest": report, "tables": tables,
         "inventory_tables": len(tables), "inventory_slices": len(entries),
         "inventory_rows": sum(t["rows"] for t in tables), "ledgers": ledgers, "deployments": deployments,

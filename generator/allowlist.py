@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from packaging.version import Version
@@ -12,7 +12,7 @@ from perfledger.generator.yamlio import load_package_yaml
 from perfledger.versions import version_key
 
 
-@lru_cache(maxsize=None)
+@cache
 def allowed(backend: str, version: str) -> frozenset[str]:
     """Flags / key paths accepted at `version` (an exact version with data), wrapper flags included."""
     data = load_package_yaml(f"allowlists/{backend}.yaml")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -11,13 +10,13 @@ from perfledger.console import EXIT_USAGE, emit_json, fail
 
 
 def generate_command(
-    input_yaml: Optional[Path] = typer.Argument(None, help="Unified deployment YAML."),
+    input_yaml: Path | None = typer.Argument(None, help="Unified deployment YAML."),
     set_: list[str] = typer.Option([], "--set", help="Override Section.key=VALUE (YAML value); repeatable."),
-    backend: Optional[str] = typer.Option(None, help="vllm | sglang | trtllm (wins over the file)."),
-    version: Optional[str] = typer.Option(None, help="Backend version (wins over the file)."),
-    target: Optional[str] = typer.Option(None, help="dynamo | llm-d-helm | llm-d-kustomize."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output folder."),
-    explain_key: Optional[str] = typer.Option(None, "--explain", help="Print a key's schema and flags, then exit."),
+    backend: str | None = typer.Option(None, help="vllm | sglang | trtllm (wins over the file)."),
+    version: str | None = typer.Option(None, help="Backend version (wins over the file)."),
+    target: str | None = typer.Option(None, help="dynamo | llm-d-helm | llm-d-kustomize."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder."),
+    explain_key: str | None = typer.Option(None, "--explain", help="Print a key's schema and flags, then exit."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Render artifacts for one deployment; prints files, mode and warnings."""

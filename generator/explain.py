@@ -9,7 +9,6 @@ from perfledger.generator.mapping import BACKENDS, load_mapping
 from perfledger.generator.multinode import multinode_form
 from perfledger.generator.schema import ROLES, did_you_mean, load_schema
 
-
 # Keys whose effect is the per-node launch of a worker spanning nodes: explain shows those flags.
 _MULTINODE_KEYS = {"NodeConfig.node_ips", "NodeConfig.master_port", "NodeConfig.num_gpus_per_node"}
 

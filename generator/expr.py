@@ -11,8 +11,9 @@ import ast
 import operator
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from perfledger.generator.errors import GeneratorError
 
@@ -158,7 +159,7 @@ class _Evaluator(ast.NodeVisitor):
 
     def visit_Compare(self, node: ast.Compare) -> bool:
         left = self.visit(node.left)
-        for op, comp in zip(node.ops, node.comparators):
+        for op, comp in zip(node.ops, node.comparators, strict=True):
             right = self.visit(comp)
             if not _CMPOPS[type(op)](left, right):
                 return False

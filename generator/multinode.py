@@ -9,7 +9,7 @@ says why, and the run scripts are not written (a warning carries the reason).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from perfledger.generator.errors import GeneratorError
 from perfledger.generator.expr import Expr, parse_expr
@@ -93,7 +93,7 @@ def parse_form(backend: str, raw: object) -> MultinodeForm:
         here = f"{where}.flags[{i}]"
         if not isinstance(entry, dict) or not entry.keys() <= _FLAG_KEYS or not {"flag", "value"} <= entry.keys() \
                 or entry.get("kind", "value") not in ("value", "switch"):
-            raise GeneratorError(here, f"expected flag and value, optional kind (value|switch), since, until")
+            raise GeneratorError(here, "expected flag and value, optional kind (value|switch), since, until")
         value = parse_expr(str(entry["value"]), f"{here}.value")
         unknown = value.names - NAMES
         if unknown:
@@ -103,6 +103,6 @@ def parse_form(backend: str, raw: object) -> MultinodeForm:
                          requires, reason)
 
 
-@lru_cache(maxsize=None)
+@cache
 def multinode_form(backend: str) -> MultinodeForm:
     return parse_form(backend, load_mapping().backends[backend].get("multinode"))

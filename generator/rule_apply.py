@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+from itertools import pairwise
 from typing import Any
 
 from perfledger.generator.errors import GeneratorError
@@ -23,7 +24,7 @@ def order_rules(rules: list[Rule], schema: Schema) -> list[Rule]:
             writers.setdefault(ident, []).append(i)
     edges: dict[int, set[int]] = {i: set() for i in range(len(rules))}
     for chain in writers.values():
-        for a, b in zip(chain, chain[1:]):
+        for a, b in pairwise(chain):
             edges[a].add(b)
     for i, rule in enumerate(rules):
         for ident in rule.reads(schema) - rule.writes():

@@ -7,9 +7,9 @@ with the file and line instead of silently evaluating to nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from perfledger.generator.errors import GeneratorError
 from perfledger.generator.expr import Expr, parse_expr

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from perfledger.console import EXIT_USAGE, emit_json, fail
@@ -22,7 +20,7 @@ def _spec(model: str, as_json: bool):
         fail(str(exc), as_json=as_json)
 
 
-def _cells(wh, spec, as_of: Optional[str], as_json: bool, record: bool):
+def _cells(wh, spec, as_of: str | None, as_json: bool, record: bool):
     """(as_of stamp, cells): time travel when --as-of, else the warm state or a fresh derivation."""
     from perfledger.ledger.source import build_cells, resolve_as_of
     from perfledger.ledger.specs import LaneSpecError
@@ -45,7 +43,7 @@ def _cells(wh, spec, as_of: Optional[str], as_json: bool, record: bool):
 
 @ledger_app.command("build")
 def build_cmd(model: str = typer.Argument(..., help="HF id (moonshotai/Kimi-K3) or spec name (kimi-k3)."),
-              warehouse: Optional[str] = WAREHOUSE, as_of: Optional[str] = AS_OF, as_json: bool = JSON,
+              warehouse: str | None = WAREHOUSE, as_of: str | None = AS_OF, as_json: bool = JSON,
               record: bool = typer.Option(True, "--record/--no-record", help="Store the cells and append change events.")) -> None:
     """Derive the model's lane cells (rows, kernel sources, status, claim) from the warehouse."""
     from perfledger.ledger.view import build_payload
@@ -65,9 +63,9 @@ def build_cmd(model: str = typer.Argument(..., help="HF id (moonshotai/Kimi-K3) 
 
 @ledger_app.command("report")
 def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "--format", help="md or html."),
-               out: str = typer.Option(..., "--out", help="Output file."), warehouse: Optional[str] = WAREHOUSE,
-               as_of: Optional[str] = AS_OF,
-               matrix_label: Optional[str] = typer.Option(None, "--matrix-label", help="Support-matrix snapshot (default: latest import)."),
+               out: str = typer.Option(..., "--out", help="Output file."), warehouse: str | None = WAREHOUSE,
+               as_of: str | None = AS_OF,
+               matrix_label: str | None = typer.Option(None, "--matrix-label", help="Support-matrix snapshot (default: latest import)."),
                ours_label: str = typer.Option("perfledger", "--ours", help="Our built matrix to explain against the imported one."),
                as_json: bool = JSON) -> None:
     """Render the final-state ledger record (Markdown or HTML) from the warehouse tables."""
@@ -95,8 +93,8 @@ def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "
 
 @ledger_app.command("decide")
 def decide_cmd(model: str = typer.Argument(...), date: str = typer.Option(..., "--date", help="YYYY-MM-DD"),
-               text: str = typer.Option(..., "--text"), lane: Optional[str] = typer.Option(None, "--lane"),
-               warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+               text: str = typer.Option(..., "--text"), lane: str | None = typer.Option(None, "--lane"),
+               warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """Record a dated owner decision or note (optionally about one lane)."""
     from perfledger.ledger.decisions import DecisionError, make_decision
     from perfledger.ledger.source import DECISIONS_TABLE, now_iso
@@ -117,7 +115,7 @@ def decide_cmd(model: str = typer.Argument(...), date: str = typer.Option(..., "
 
 
 @ledger_app.command("events")
-def events_cmd(model: str = typer.Argument(...), warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+def events_cmd(model: str = typer.Argument(...), warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """The model's change events (collect, append, replace, prune, relabel, ...) in time order."""
     from perfledger.ledger.record import stored_events
 

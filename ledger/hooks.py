@@ -12,7 +12,6 @@ from perfledger.ledger.source import now_iso, read_lane_tables, read_meta, read_
 from perfledger.ledger.specs import LANES_DIR, load_all
 from perfledger.ledger.state import has_state, remember
 
-
 SEEN_TABLE = "ledger_hook_batches"
 SEEN_SCHEMA = {"batch_id": pl.String, "processed_at": pl.String}
 

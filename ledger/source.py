@@ -5,7 +5,7 @@ The only ledger module that talks to the warehouse; everything it returns is a p
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import polars as pl
 
@@ -20,7 +20,7 @@ MATRIX_TABLE = "support_matrix"
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def resolve_as_of(wh, value: str | None) -> str | None:
@@ -39,7 +39,7 @@ def resolve_as_of(wh, value: str | None) -> str | None:
         if int(entry["version"]) == version:
             ts = entry["timestamp"]  # Delta commit time, ms since the epoch
             if isinstance(ts, (int, float)):
-                ts = datetime.fromtimestamp(ts / 1000, tz=timezone.utc)
+                ts = datetime.fromtimestamp(ts / 1000, tz=UTC)
             return ts.isoformat() if hasattr(ts, "isoformat") else str(ts)
     raise ValueError(f"--as-of {value}: the warehouse's batches table has no version {version}")
 

@@ -3,7 +3,7 @@
 import os
 from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -17,7 +17,7 @@ app = typer.Typer(
 
 
 @app.callback()
-def main(reference_data: Annotated[Optional[Path], typer.Option(
+def main(reference_data: Annotated[Path | None, typer.Option(
         "--reference-data", envvar=REFERENCE_ENV, file_okay=False, exists=True,
         help="Optional reference-data folder (aic/systems, aic/model_configs, aic/catalogs) read besides the "
              "installed aic data.")] = None) -> None:

@@ -50,7 +50,7 @@ def latency_plot(points: list[dict], title: str) -> str:
     for p in points:
         series.setdefault(f"{p['system']} {p['backend']} {p['version']}", []).append((p["tokens"], p["ms"]))
     for label, xy in sorted(series.items()):
-        xs, ys = zip(*sorted(xy))
+        xs, ys = zip(*sorted(xy), strict=True)
         ax.plot(xs, ys, marker="o", label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")

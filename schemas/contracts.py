@@ -6,11 +6,11 @@ Two models per table: the *contract* (a failure quarantines the row) and the *ad
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import pandera.polars as pa
-from pandera import extensions
 import polars as pl
+from pandera import extensions
 from pandera.errors import SchemaErrors
 
 from perfledger.schemas.catalog import Catalog, TableSpec, load_catalog
@@ -42,7 +42,7 @@ def _model(name: str, annotations: dict, fields: dict) -> type[pa.DataFrameModel
     return type(name, (pa.DataFrameModel,), {"__annotations__": annotations, **fields, "Config": config})
 
 
-@lru_cache(maxsize=None)
+@cache
 def contract_model(table: str) -> type[pa.DataFrameModel]:
     """The rules every curated row of `table` satisfies: non-null keys, finite (positive) durations."""
     catalog = load_catalog()
@@ -70,7 +70,7 @@ def contract_model(table: str) -> type[pa.DataFrameModel]:
     return _model(f"{table}_contract", annotations, fields)
 
 
-@lru_cache(maxsize=None)
+@cache
 def advisory_model(table: str) -> type[pa.DataFrameModel] | None:
     """Known vocabularies for the table's categorical columns; None when it has none."""
     catalog = load_catalog()

@@ -6,8 +6,9 @@ import platform
 import socket
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 class BackendUnavailable(RuntimeError):

@@ -8,8 +8,9 @@ GPU exists); it is not a registered backend.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from perfledger.collector.backends.base import Backend, BackendUnavailable
 from perfledger.collector.backends.cpu import _cpu_model

@@ -14,7 +14,7 @@ else the installed wheel's systems/ copy.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -37,7 +37,7 @@ def manifest_path(source) -> Path | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_manifest(path: Path) -> tuple[dict, ...]:
     """The manifest's groups; a malformed file is an error naming it and the bad group."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster on the 1,700-line manifest
@@ -71,7 +71,7 @@ def lenders(groups: tuple[dict, ...], table: str, backend: str) -> dict[str, set
     return {fw: set(ks) for fw, ks in lender_index(groups).get((table, backend), {}).items()}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _indexed(path: Path) -> dict[tuple[str, str], dict[str, frozenset[str]]]:
     return lender_index(load_manifest(path))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -14,7 +14,7 @@ from perfledger.versions import earlier_versions
 TABLES_YAML = Path(__file__).with_name("tables.yaml")
 
 
-@lru_cache(maxsize=None)
+@cache
 def table_catalog() -> dict:
     """tables.yaml: table name -> {family, keys, shared_layer}."""
     return yaml.safe_load(TABLES_YAML.read_text())

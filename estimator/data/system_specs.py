@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -77,7 +77,7 @@ def parse_spec(path: Path, name: str) -> SystemSpec:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_spec(system: str, search: tuple[Path, ...] | None = None) -> SystemSpec:
     """Load `<system>.yaml` from the first directory that has it (default: `settings.system_spec_dirs()`)."""
     dirs = list(search) if search else settings.system_spec_dirs()

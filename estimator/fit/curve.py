@@ -6,7 +6,7 @@ single-point curve queried below its point is a miss (nothing to bracket, no sca
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

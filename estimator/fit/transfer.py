@@ -6,7 +6,7 @@ Used only when the query quant has no own-slice data. The order is lexicographic
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -13,7 +13,7 @@ all-gather of the index key); per layer dsa = w·full + (1 − w)·skip with w t
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import polars as pl
@@ -28,7 +28,7 @@ DSA_YAML = Path(__file__).with_name("dsa_prefill.yaml")
 AXES = ("isl", "batch_size", "step")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _lanes() -> dict:
     return yaml.safe_load(DSA_YAML.read_text())
 

@@ -60,7 +60,8 @@ class Memory:
 
     def as_json(self) -> dict:
         """GiB per GPU, rounded to 0.001, as `estimate static --json` reports it."""
-        g = lambda b: round(b / GIB, 3)
+        def g(b):
+            return round(b / GIB, 3)
         return {"weights": g(self.weights), "kv": g(self.kv), "activations": g(self.activations),
                 "runtime": g(self.nccl + self.others), "total": g(self.total), "capacity": g(self.capacity),
                 "fits": self.fits, "kv_budget": g(self.kv_budget), "kv_fits": self.kv_fits, "unit": "GiB per GPU"}

@@ -97,6 +97,7 @@ class CustomAllReduceModel(OpModel):
             m, curve = self._curve(est, key, shared)
         except NoDataError as exc:
             raise EmpiricalUnavailableError(str(exc)) from exc
-        sol_at = lambda gpus: lambda x: custom_allreduce_sol(x, np.full(len(x), gpus), spec)[0]
+        def sol_at(gpus):
+            return lambda x: custom_allreduce_sol(x, np.full(len(x), gpus), spec)[0]
         lat = curve_estimate(curve["message_size"].to_numpy(), curve["latency"].to_numpy(), sol_at(m), sol_at(tp), q["elements"])
         return lat, "xshape" if tp > m else "empirical"

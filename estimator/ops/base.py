@@ -23,7 +23,7 @@ class Queries(dict):
     def height(self) -> int:
         return len(next(iter(self.values()))) if self else 0
 
-    def take(self, rows: np.ndarray) -> "Queries":
+    def take(self, rows: np.ndarray) -> Queries:
         return Queries({c: v[rows] for c, v in self.items()})
 
     def memo(self, key: tuple, build):

@@ -12,7 +12,7 @@ found by probing it; docs/estimator.md).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ PHASES = ("context", "generation")
 KDA_YAML = Path(__file__).with_name("kda.yaml")
 
 
-@lru_cache(maxsize=None)
+@cache
 def kda_catalog() -> dict:
     """kda.yaml: roofline forms per (phase, kernel) and the scan chunk length."""
     return yaml.safe_load(KDA_YAML.read_text())
@@ -153,6 +153,6 @@ class KdaModel(OpModel):
         if key["phase"] == "generation":
             sol = lambda b: self.sol(est, key, Queries(batch=b, seq=np.ones(len(b))))  # noqa: E731
             return eval_curve(*found, q["batch"], sol)
-        lat = np.array([evaluate(found, {"batch": float(b), "seq": float(s)})[0] for b, s in zip(q["batch"], q["seq"])],
+        lat = np.array([evaluate(found, {"batch": float(b), "seq": float(s)})[0] for b, s in zip(q["batch"], q["seq"], strict=True)],
                        dtype=np.float64)
         return lat, ~np.isfinite(lat)

@@ -124,7 +124,7 @@ class MoeModel(OpModel):
                 span = log_spans(slices[quant])
                 feats = min(slices[quant], key=lambda f: feature_distance(f, query_feats, span))
             best = feats
-            slice_key = {**key, "quant": quant, **dict(zip(FEATURE_KEYS, best)), "gated": gating[(quant, tuple(best))]}
+            slice_key = {**key, "quant": quant, **dict(zip(FEATURE_KEYS, best, strict=True)), "gated": gating[(quant, tuple(best))]}
             sol_key = {**slice_key, "quant": key["quant"]} if same_profile else slice_key
             sol_key = {**sol_key, "gated": key["gated"]}
             return self._grid(est, key, slice_key, sol_key, shared)

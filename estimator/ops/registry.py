@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from types import MappingProxyType
-from typing import Mapping
 
 from perfledger.estimator.ops.allreduce import CustomAllReduceModel
 from perfledger.estimator.ops.attention.context import ContextAttentionModel

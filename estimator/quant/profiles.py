@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -27,7 +27,7 @@ class QuantProfile:
         return (self.memory, self.compute)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _doc(path: Path = QUANT_YAML) -> dict:
     with open(path) as fh:
         doc = yaml.safe_load(fh)

@@ -31,9 +31,9 @@ def build_matrix(wh, models: list[str], *, system: str | None = None, backend: s
         the support-matrix columns plus source_file/source_line, ready for `store_snapshot`.
     """
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.session import Estimator
     from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.estimator.data.system_specs import load_spec
+    from perfledger.estimator.session import Estimator
 
     wanted = (system, backend, version)
     filtered = any(v is not None for v in wanted)
@@ -55,7 +55,7 @@ def build_matrix(wh, models: list[str], *, system: str | None = None, backend: s
         combos = [c for c in combinations(partitions, spec, rules)
                   if all(v is None or c[i] == v for i, v in enumerate(wanted))]
         if filtered and not combos:
-            chosen = {k: v for k, v in zip(("system", "backend", "version"), wanted) if v}
+            chosen = {k: v for k, v in zip(("system", "backend", "version"), wanted, strict=True) if v}
             raise MatrixBuildError(f"{spec.model}: no warehouse partition matches {chosen}", usage=True)
         try:
             frames.append(build_rows(spec, combos, lambda op, q, mode: estimate(est, op, q, mode=mode), flops,

@@ -79,7 +79,8 @@ def memory_gap(spec: ModelSpec, system: str, backend: str, version: str = "",
         return f"memory ({shard}): cannot size {spec.model}: {exc}"
     if mem.fits and mem.kv_fits:
         return None
-    g = lambda b: f"{b / GIB:.2f}"
+    def g(b):
+        return f"{b / GIB:.2f}"
     head = (f"memory ({shard}, batch {fit['batch']}, isl {fit['isl']} + osl {fit['osl']}): {spec.model} needs "
             f"{g(mem.total)} GiB per GPU (weights {g(mem.weights)}, kv {g(mem.kv)}, activations {g(mem.activations)}, "
             f"runtime {g(mem.nccl + mem.others)}), {system} has {g(mem.capacity)} GiB")
@@ -91,7 +92,7 @@ def memory_gap(spec: ModelSpec, system: str, backend: str, version: str = "",
 def need_queries(need: OpNeed, system: str, backend: str, version: str) -> pl.DataFrame:
     """An explicit spec need's value grid (cross product) with its slice keys and the cell's keys."""
     cols = list(need.values)
-    grid = pl.DataFrame([dict(zip(cols, combo)) for combo in product(*need.values.values())])
+    grid = pl.DataFrame([dict(zip(cols, combo, strict=True)) for combo in product(*need.values.values())])
     return grid.with_columns(system=pl.lit(system), backend=pl.lit(backend), version=pl.lit(version),
                              **{k: pl.lit(v) for k, v in need.query.items()})
 
@@ -218,5 +219,5 @@ def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Est
                 if cell not in memory:
                     memory[cell] = memory_gap(spec, *cell, rules)
                 status, err, source = ("FAIL", memory[cell], "") if memory[cell] else (status, err, source)
-            rows.append(dict(zip(rules.columns, (spec.model, spec.architecture, *cell, mode, status, err, command, source))))
+            rows.append(dict(zip(rules.columns, (spec.model, spec.architecture, *cell, mode, status, err, command, source), strict=True)))
     return pl.DataFrame(rows, schema=dict.fromkeys(rules.columns, pl.String))

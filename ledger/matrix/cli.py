@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from perfledger.console import EXIT_USAGE, emit_json, fail
@@ -21,7 +19,7 @@ def emit(payload, as_json: bool, text: str) -> None:
         typer.echo(text)
 
 
-def _warehouse(root: Optional[str]):
+def _warehouse(root: str | None):
     from perfledger.warehouse.paths import resolve_root
     from perfledger.warehouse.store import Warehouse
 
@@ -31,7 +29,7 @@ def _warehouse(root: Optional[str]):
 @matrix_app.command("import")
 def import_cmd(directory: str = typer.Argument(..., help="CSV-per-system directory (with index.json) or one CSV."),
                label: str = typer.Option(..., "--label", help="Snapshot label, e.g. head-095f58a."),
-               warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+               warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """Validate a support matrix and store it as a labelled snapshot (re-importing a label replaces it)."""
     from pathlib import Path
 
@@ -54,8 +52,8 @@ def import_cmd(directory: str = typer.Argument(..., help="CSV-per-system directo
 
 @matrix_app.command("count")
 def count_cmd(model: str = typer.Option(..., "--model", help="HuggingFaceID, e.g. moonshotai/Kimi-K3."),
-              label: Optional[str] = typer.Option(None, "--label", help="Snapshot label (default: latest import)."),
-              warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+              label: str | None = typer.Option(None, "--label", help="Snapshot label (default: latest import)."),
+              warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """Rows of one model in a stored snapshot, by status."""
     from perfledger.ledger.matrix.store import SnapshotError, read_snapshot
     from perfledger.ledger.matrix.summary import count_model
@@ -71,7 +69,7 @@ def count_cmd(model: str = typer.Option(..., "--model", help="HuggingFaceID, e.g
 @matrix_app.command("compare")
 def compare_cmd(old: str = typer.Argument(..., help="Old state: a stored label, a directory or a CSV."),
                 new: str = typer.Argument(..., help="New state: a stored label, a directory or a CSV."),
-                warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+                warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """Added/removed/changed rows on the six-column key. Exit 0 same, 1 changes, 2 a blocking transition."""
     from perfledger.ledger.matrix.compare import compare_matrices
     from perfledger.ledger.matrix.reader import MatrixFormatError
@@ -97,7 +95,7 @@ def compare_cmd(old: str = typer.Argument(..., help="Old state: a stored label, 
 
 
 @matrix_app.command("labels")
-def labels_cmd(warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+def labels_cmd(warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """Stored snapshot labels with row counts, oldest first."""
     from perfledger.ledger.matrix.store import labels
 
@@ -112,11 +110,11 @@ def labels_cmd(warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> No
 @matrix_app.command("build")
 def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names (kimi-k3 ...)."),
               label: str = typer.Option("perfledger", "--label", help="Store the result as this snapshot label."),
-              system: Optional[str] = typer.Option(None, "--system", help="Only this system (replays one row)."),
-              backend: Optional[str] = typer.Option(None, "--backend", help="Only this backend."),
-              version: Optional[str] = typer.Option(None, "--version", help="Only this backend version."),
+              system: str | None = typer.Option(None, "--system", help="Only this system (replays one row)."),
+              backend: str | None = typer.Option(None, "--backend", help="Only this backend."),
+              version: str | None = typer.Option(None, "--version", help="Only this backend version."),
               store: bool = typer.Option(True, "--store/--no-store", help="Store the result as a snapshot."),
-              warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+              warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """Our own matrix from the warehouse and the estimator; stored as a labelled snapshot.
 
     A filtered build (--system/--backend/--version) must not replace the full default snapshot with a
@@ -152,7 +150,7 @@ def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names
 def explain_cmd(model: str = typer.Argument(..., help="HF id or spec name (kimi-k3 ...)."),
                 imported: str = typer.Argument(..., help="The reference state: a stored label, a directory or a CSV."),
                 ours: str = typer.Option("perfledger", "--ours", help="Our built matrix: a stored label, directory or CSV."),
-                warehouse: Optional[str] = WAREHOUSE, as_json: bool = JSON) -> None:
+                warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """Where our matrix and the imported one disagree for a model: keys counted by transition and reason."""
     from perfledger.ledger.matrix.explain import model_disagreements
     from perfledger.ledger.matrix.reader import MatrixFormatError

@@ -73,7 +73,7 @@ def read_matrix_file(path: Path, *, rules: MatrixRules | None = None, one_system
             where = f"{path}:{line}"
             if len(fields) != width:
                 raise MatrixFormatError(f"{where}: expected {width} fields, found {len(fields)}")
-            values = _upgrade(dict(zip(header, fields)), rules, where)
+            values = _upgrade(dict(zip(header, fields, strict=True)), rules, where)
             _check(values, rules, where, path.stem if one_system else None)
             rows.append({**values, "source_file": path.name, "source_line": line})
             line = reader.line_num + 1

@@ -9,7 +9,6 @@ import polars as pl
 from perfledger.ledger.matrix.reader import read_matrix
 from perfledger.ledger.source import MATRIX_TABLE, now_iso, read_or_empty
 
-
 BUILT_SOURCE = "perfledger matrix build"  # snapshot_source of matrices we built ourselves
 
 

@@ -44,6 +44,6 @@ def model_block(frame: pl.DataFrame, model: str) -> dict:
     return {
         **count_model(frame, model),
         "union_keys": union.height,
-        "missing_keys": [dict(zip(union_cols, r)) for r in missing.iter_rows()],
+        "missing_keys": [dict(zip(union_cols, r, strict=True)) for r in missing.iter_rows()],
         "sources": {s: int(n) for s, n in tiers.iter_rows()},
     }

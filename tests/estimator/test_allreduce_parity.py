@@ -56,7 +56,7 @@ def _ours(est, key: dict, elements: list[int], mode: str) -> list[tuple[float | 
     def run(els):
         out = estimate(est, "allreduce", pl.DataFrame({**{k: [v] * len(els) for k, v in key.items()}, "elements": els}),
                        mode=mode.lower())
-        return list(zip(out["latency_ms"].to_list(), out["source"].to_list()))
+        return list(zip(out["latency_ms"].to_list(), out["source"].to_list(), strict=True))
 
     try:
         return run(elements)
@@ -99,7 +99,7 @@ def _compare(est, oracle, slices, mode: str, per_tp: int, tps=TPS) -> dict:
             qs = _queries(rng, per_tp)
             key = {"system": system, "backend": backend, "version": version, "tp": tp}
             mine = _ours(est, key, [h * t for h, t in qs], mode)
-            for (hidden, tokens), (ours, label) in zip(qs, mine):
+            for (hidden, tokens), (ours, label) in zip(qs, mine, strict=True):
                 ref, prov = _ref(oracle, handle, tp, hidden, tokens)
                 what = f"{mode} {system}/{backend}/{version} tp={tp} elements={hidden * tokens}"
                 assert (ours is None) == (ref is None), f"{what}: ours {ours} ref {ref}"

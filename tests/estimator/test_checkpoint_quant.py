@@ -56,7 +56,7 @@ def reference_quants(config: Path, backend: str, tmp: Path) -> dict[str, str]:
     cfg = build_model_config(tp_size=1, pp_size=1, attention_dp_size=1, moe_tp_size=1, moe_ep_size=1)
     _apply_model_quant_defaults(cfg, info.get("raw_config", {}), info["architecture"], backend)
     return {q: getattr(cfg, f).name for q, f in zip(QUANTS, ("gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode",
-                                                            "fmha_quant_mode"))}
+                                                            "fmha_quant_mode"), strict=True)}
 
 
 @pytest.mark.aic
@@ -144,7 +144,7 @@ def test_static_with_checkpoint_defaults_matches_reference(wheel_est, oracle, mo
     engine = oracle.EngineHandle.compile(model, system, backend, backend_version=version, tp_size=tp,
                                          moe_tp_size=moe_tp, moe_ep_size=moe_ep)
     ttft, gen_ms, _ = engine.run_static(batch_size=batch, isl=isl, osl=osl)
-    phases = dict(zip(("context", "generation"), engine.run_static_per_op(batch_size=batch, isl=isl, osl=osl)[:2]))
+    phases = dict(zip(("context", "generation"), engine.run_static_per_op(batch_size=batch, isl=isl, osl=osl)[:2], strict=True))
     for phase, ref_ops in phases.items():
         for name, ms, *_ in ref_ops:
             name = name.removeprefix(f"{phase}_")

@@ -79,7 +79,7 @@ def test_kda_matches_reference_in_and_out_of_the_grid(wheel_est, oracle, cell, k
     handle = oracle.handle(*cell)
     points = [(int(h), int(b), int(s) if phase == "context" else 1) for h, b, s in zip(
         [12, 24, 48, 96, 12, 96, *rng.integers(1, 200, 6)], np.exp(rng.uniform(0, np.log(600 if phase == "context" else 5000), 12)),
-        np.exp(rng.uniform(0, np.log(100000), 12)))] + ([(12, 64, 20000)] if phase == "context" else [])
+        np.exp(rng.uniform(0, np.log(100000), 12)), strict=True)] + ([(12, 64, 20000)] if phase == "context" else [])
     for nk, b, s in points:
         op = KDAKernel("k", 1.0, kernel, phase, 7168, nk, 128, nk, 128, 4)
         ref = handle.evaluate_ops_json(oracle.build([op]), is_context=phase == "context", batch_size=b, s=s,
@@ -163,7 +163,7 @@ def test_sglang_conv1d_reads_the_vllm_rows_as_the_reference_does(wheel_est, orac
     compared = 0
     for nk in (12, 24, 48, 96):
         op = KDAKernel("k", 1.0, "causal_conv1d_fn_qkv3", "context", 7168, nk, 128, nk, 128, 4)
-        for b, s in zip(rng.integers(1, 33, 6), rng.integers(16, 8192, 6)):
+        for b, s in zip(rng.integers(1, 33, 6), rng.integers(16, 8192, 6), strict=True):
             q = frame(system, "sglang", "0.5.14", "causal_conv1d_fn_qkv3", "context", nk, [int(b)], [int(s)])
             try:  # grid holes at large heads x batch x seq: a miss here, answered by 0.12.0 (Known gaps)
                 out = estimate(wheel_est, "kda_kernel", q)

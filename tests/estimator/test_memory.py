@@ -71,8 +71,9 @@ def test_quant_bytes_come_from_quant_yaml():
 def test_more_shards_never_need_more_weights_and_kv_grows_with_batch(model, tp, batch, seq):
     arch, dims = dims_of(model)
     doc = system_doc("b200_sxm")
-    at = lambda t, b: footprint(arch, dims, doc, "sglang", tp=t, moe_tp=1, moe_ep=t, quants=BF16,
-                                batch=b, seq_tokens=seq, tokens=b)
+    def at(t, b):
+        return footprint(arch, dims, doc, "sglang", tp=t, moe_tp=1, moe_ep=t, quants=BF16,
+                                    batch=b, seq_tokens=seq, tokens=b)
     assert at(2 * tp, batch).weights <= at(tp, batch).weights
     assert at(tp, batch + 1).kv > at(tp, batch).kv
 

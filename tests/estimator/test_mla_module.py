@@ -51,10 +51,12 @@ def test_generation_roofline_is_one_roofline_over_the_block(wheel_est):
     from perfledger.estimator.ops.mla.kernels import dims
 
     spec = wheel_est.spec("h200_sxm")
-    sol = lambda h, b, s: estimate(wheel_est, "mla_generation_module", query(
-        "mla_generation_module", "h200_sxm", "bfloat16", "bfloat16", h, b, s))["sol_ms"][0]
-    parts = lambda h, b, s: (generation_mla_sol(b, s, h, 2.0, dims(), spec.tc_flops("bfloat16"), spec.mem_bw)[0]
-                             + 2 * mla_bmm_sol(b, h, 2.0, dims(), spec.tc_flops("bfloat16"), spec.mem_bw)[0])
+    def sol(h, b, s):
+        return estimate(wheel_est, "mla_generation_module", query(
+            "mla_generation_module", "h200_sxm", "bfloat16", "bfloat16", h, b, s))["sol_ms"][0]
+    def parts(h, b, s):
+        return (generation_mla_sol(b, s, h, 2.0, dims(), spec.tc_flops("bfloat16"), spec.mem_bw)[0]
+                                 + 2 * mla_bmm_sol(b, h, 2.0, dims(), spec.tc_flops("bfloat16"), spec.mem_bw)[0])
     assert sol(8, 64, 100) == pytest.approx(parts(8, 64, 100), rel=1e-12)
     assert sol(256, 42, 4856) < 0.9 * parts(256, 42, 4856)
 
@@ -65,7 +67,8 @@ def _frame(rows: dict) -> pl.DataFrame:
 
 def test_native_partition_picks_exact_then_below_then_smallest():
     rows = pl.DataFrame({"model": ["deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K3"], "latency": [1.0, 2.0]})
-    pick = lambda n: native_partition(rows, n, "t")["latency"].to_list()
+    def pick(n):
+        return native_partition(rows, n, "t")["latency"].to_list()
     assert (pick(128), pick(200), pick(127), pick(96), pick(7)) == ([1.0], [1.0], [2.0], [2.0], [2.0])
     with pytest.raises(NoDataError, match=r"t: rows of 2 native head counts \[96, 128\].*pass native_heads"):
         pick(0)

@@ -8,8 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from perfledger.estimator.scenarios import (DEFAULT_SCENARIOS, SWEEP_TOKENS, ScenarioError, gate, load_scenarios,
-                                            price_scenario)
+from perfledger.estimator.scenarios import DEFAULT_SCENARIOS, SWEEP_TOKENS, ScenarioError, gate, load_scenarios, price_scenario
 
 ROW = {"model": "m", "scenario": "s", "metric": "TTFT", "system": "h200_sxm", "backend": "vllm", "version": "1"}
 
@@ -45,8 +44,8 @@ def test_scenario_file_errors_name_file_and_key(tmp_path: Path) -> None:
 
 def test_scenario_time_is_the_count_weighted_sum_of_operator_estimates(shared_tree: Path) -> None:
     from perfledger.estimator.batch import estimate_one
-    from perfledger.estimator.session import Estimator
     from perfledger.estimator.data.sources import TreeSource
+    from perfledger.estimator.session import Estimator
 
     est = Estimator(TreeSource(shared_tree))
     cell = ("h200_sxm", "vllm", "0.24.0")

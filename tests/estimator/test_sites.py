@@ -26,7 +26,7 @@ def _table(sites=((1024, 1024), (2048, 1024), (1024, 2048), (2048, 2048))):
         for m in (1, 16, 256, 4096):
             sol = gemm_sol(m, n, k, MEM, FLOPS, BW)[0]
             rows.append((m, n, k, float(sol) / (0.5 + 0.1 * np.log2(m + 1) / 13)))
-    m, n, k, lat = map(np.array, zip(*rows))
+    m, n, k, lat = map(np.array, zip(*rows, strict=True))
     return build_sites(m, n, k, lat, MEM, FLOPS, BW), (m, n, k, lat)
 
 
@@ -61,7 +61,7 @@ def test_latency_is_clamped_up_to_sol():
 def test_offgrid_blends_util_of_nearest_sites():
     t, _ = _table()
     got, miss = silicon(t, [256], [1448], [1448])  # equidistant from all four sites
-    u = [gemm_sol(256, n, k, MEM, FLOPS, BW)[0] / eval_sites(t, [i], [256])[0] for i, (n, k) in enumerate(zip(t.site_n, t.site_k))]
+    u = [gemm_sol(256, n, k, MEM, FLOPS, BW)[0] / eval_sites(t, [i], [256])[0] for i, (n, k) in enumerate(zip(t.site_n, t.site_k, strict=True))]
     assert not miss[0]
     assert got[0] == pytest.approx(gemm_sol(256, 1448, 1448, MEM, FLOPS, BW)[0] / np.mean(u), rel=1e-6)
 
@@ -115,4 +115,4 @@ def test_tail_median_equals_numpy_median(sizes, seed):
     stop = np.cumsum(sizes)
     start = stop - np.array(sizes)
     for lo, hi in ((start, np.minimum(start + K_TAIL, stop)), (np.maximum(stop - K_TAIL, start), stop)):
-        np.testing.assert_array_equal(_tail_median(util, lo, hi), [np.median(util[a:b]) for a, b in zip(lo, hi)])
+        np.testing.assert_array_equal(_tail_median(util, lo, hi), [np.median(util[a:b]) for a, b in zip(lo, hi, strict=True)])

@@ -9,8 +9,8 @@ import pytest
 
 from perfledger.flows.config import load_pipeline_config
 from perfledger.flows.pipeline import run_pipeline
-from tests.flows.conftest import GEMM, write_config
 from perfledger.warehouse.store import Warehouse
+from tests.flows.conftest import GEMM, write_config
 
 pytestmark = pytest.mark.xdist_group("prefect")
 VOLATILE = {"ingested_at", "started_at", "finished_at", "first_ingest", "last_ingest", "at", "recorded_at", "processed_at"}

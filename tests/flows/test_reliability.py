@@ -20,13 +20,13 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from perfledger.cli import app
 from perfledger.flows.tasks import ledger_task
 from perfledger.ledger.hooks import on_ingest
-from perfledger.cli import app
-from tests.flows.reliability_worker import table_versions
 from perfledger.warehouse.ingest import ingest
 from perfledger.warehouse.lock import run_lock
 from perfledger.warehouse.store import Warehouse
+from tests.flows.reliability_worker import table_versions
 
 REPO = Path(__file__).resolve().parents[2]
 TRIALS = 20
@@ -113,8 +113,8 @@ def test_two_concurrent_ingests_one_waits_and_nothing_doubles(tmp_path: Path, sh
     for proc in procs:
         _start(proc)
     outputs = [proc.communicate(timeout=120) for proc in procs]
-    done = [json.loads(out.splitlines()[-1])["new_batches"] for (out, _), p in zip(outputs, procs) if p.returncode == 0]
-    busy = [err for (_, err), p in zip(outputs, procs) if p.returncode != 0]
+    done = [json.loads(out.splitlines()[-1])["new_batches"] for (out, _), p in zip(outputs, procs, strict=True) if p.returncode == 0]
+    busy = [err for (_, err), p in zip(outputs, procs, strict=True) if p.returncode != 0]
     assert all("is busy: another run holds its lock" in err for err in busy) and len(done) >= 1
     batches = Warehouse(tmp_path / "wh").read_table("batches")
     assert batches["content_hash"].is_unique().all() and sum(done) == batches.height and min(done) in (0, batches.height)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from perfledger.flows.serve import DeploymentError, load_deployments, to_runner
 from perfledger.cli import app
+from perfledger.flows.serve import DeploymentError, load_deployments, to_runner
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,8 @@ GeneratorError naming the field is the only other acceptable outcome. YAML artif
 """
 
 import shlex
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import yaml

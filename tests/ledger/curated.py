@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -30,7 +30,7 @@ def read_tree_table(root: Path, table: str, *, batch: str = "b0") -> pl.DataFram
             system=pl.lit(system), family=pl.lit(family), backend=pl.lit(backend), version=pl.lit(version),
             batch_id=pl.lit(f"{batch}:{system}/{backend}/{version}"), source_file=pl.lit(str(path)),
             source_row=pl.int_range(pl.len(), dtype=pl.Int64),
-            ingested_at=pl.lit(datetime(2026, 12, 1, tzinfo=timezone.utc)),
+            ingested_at=pl.lit(datetime(2026, 12, 1, tzinfo=UTC)),
         ))
     return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
 

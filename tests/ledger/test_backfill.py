@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import polars as pl
 import pytest
 
 from perfledger.ledger.backfill import BackfillError, collection_dates, parse_day, window_batches
 
-T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def _frames():
@@ -21,7 +21,7 @@ def _frames():
 
 def test_collection_date_prefers_collection_meta_then_ingest_day() -> None:
     dates = collection_dates(*_frames())
-    assert dict(zip(dates["batch_id"], dates["collected"])) == {
+    assert dict(zip(dates["batch_id"], dates["collected"], strict=True)) == {
         "a": date(2026, 1, 5), "b": date(2026, 3, 1), "c": date(2026, 3, 1)}
 
 

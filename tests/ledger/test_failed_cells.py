@@ -24,7 +24,7 @@ def test_a_cell_attempted_and_failed_differs_from_one_never_attempted(tmp_path: 
     assert warehouse.read_table("collection_failures").height == 3
     cells = build_cells(warehouse, find_spec("kimi-k3"))
     kda = cells.filter((cells["lane"] == "kda") & (cells["backend"] == "sglang"))
-    by_system = dict(zip(kda["system"], kda["status"]))
+    by_system = dict(zip(kda["system"], kda["status"], strict=True))
     assert by_system["b200_sxm"] == "failed" and by_system["h200_sxm"] == "missing"
     assert kda.filter(kda["system"] == "b200_sxm")["failed_cases"].to_list() == [3]
 

@@ -65,8 +65,8 @@ def test_hybrid_pass_carries_the_weakest_tier(root):
     import dataclasses
 
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.session import Estimator
     from perfledger.estimator.data.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
     from perfledger.ledger.matrix.build import build_rows
 
     qwen = find_spec("qwen3-235b-a22b")  # no w4a16_mxfp4 MoE of this shape on h200: the MoE needs an xshape transfer
@@ -80,8 +80,8 @@ def test_hybrid_pass_carries_the_weakest_tier(root):
 
 def pricer_over(source) -> Pricer:
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.session import Estimator
     from perfledger.estimator.ops.registry import registry
+    from perfledger.estimator.session import Estimator
 
     est = Estimator(source)
     return Pricer(lambda op, q, mode: estimate(est, op, q, mode=mode), frozenset(registry()), RULES.source_tiers)
@@ -165,14 +165,15 @@ def test_a_priced_row_on_a_too_small_deployment_fails_naming_needed_and_availabl
     import dataclasses
 
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.session import Estimator
     from perfledger.estimator.data.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
     from perfledger.ledger.matrix.build import build_rows, memory_gap
     from perfledger.ledger.matrix.explain import reason_of
 
     qwen, est = find_spec("qwen3-235b-a22b"), Estimator(WarehouseSource(root))
-    run = lambda rules: build_rows(qwen, [CELL], lambda op, q, mode: estimate(est, op, q, mode=mode),
-                                   {"h200_sxm": load_spec("h200_sxm").flops}, {}, rules)
+    def run(rules):
+        return build_rows(qwen, [CELL], lambda op, q, mode: estimate(est, op, q, mode=mode),
+                                       {"h200_sxm": load_spec("h200_sxm").flops}, {}, rules)
     assert memory_gap(qwen, *CELL, RULES) is None
     assert run(RULES)["Status"].to_list() == ["PASS", "PASS"]
     one_gpu = dataclasses.replace(RULES, memory_fit={**RULES.memory_fit, "tp": 1, "moe_ep": 1})

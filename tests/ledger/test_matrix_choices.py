@@ -84,7 +84,7 @@ def test_resolution_properties(spec, backend):
     outcomes, options = {}, []
     for i, (tiers, backends) in enumerate(spec):
         names = [f"op{i}_{j}" for j in range(len(tiers))]
-        outcomes.update(zip(names, tiers))
+        outcomes.update(zip(names, tiers, strict=True))
         options.append(Option(tuple(need(n) for n in names), backends))
     choice = Choice("x", "context", tuple(options))
     tier, err, option = resolve(choice, outcomes, backend)
@@ -171,8 +171,8 @@ def test_k3_on_trtllm_prices_the_estimators_plan_and_fails_on_the_kda_lane():
     import polars as pl
 
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.session import Estimator, open_source
     from perfledger.estimator.ops.registry import registry
+    from perfledger.estimator.session import Estimator, open_source
     from perfledger.ledger.matrix.build import Pricer, judge, model_needs
     from perfledger.ledger.matrix.reader import read_matrix
     from perfledger.ledger.specs import find_spec

@@ -127,5 +127,5 @@ def test_roundtrip_any_text(tmp_path_factory, rows):
     assert frame.select(RULES.columns).rows() == [tuple(r) for r in body]
     with path.open(newline="") as fh:
         lines = [line + "\n" for line in fh.read().split("\n")]
-    for line_no, expected in zip(frame["source_line"], body):
+    for line_no, expected in zip(frame["source_line"], body, strict=True):
         assert next(csv.reader(lines[line_no - 1:])) == expected

@@ -65,8 +65,8 @@ def warehouse(tmp_path_factory) -> Warehouse:
 @pytest.fixture(scope="module")
 def context(warehouse):
     from perfledger.estimator.batch import estimate
-    from perfledger.estimator.session import Estimator
     from perfledger.estimator.data.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
 
     cells = derive_cells(K3, {t: read_tree_table(SHARED_DATA, t) for t in dict.fromkeys(l.table for l in K3.lanes)},
                          read_meta(warehouse))

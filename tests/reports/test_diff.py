@@ -7,9 +7,9 @@ from pathlib import Path
 import polars as pl
 
 from perfledger.reports.diff import diff_frames, diff_page, table_diff
-from tests.flows.conftest import GEMM, scaled_copy
 from perfledger.warehouse.ingest import ingest
 from perfledger.warehouse.store import Warehouse
+from tests.flows.conftest import GEMM, scaled_copy
 
 KEYS = ["system", "m"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
 from markupsafe import escape
-
-from hypothesis import given, strategies as st
 
 from perfledger.reports.page import Page, Section, Table, fmt, render_page
 

@@ -7,10 +7,10 @@ Adding an architecture is a models.yaml entry naming a registered plan, or one n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
-from typing import Callable
 
 import yaml
 

@@ -13,8 +13,7 @@ import polars as pl
 
 from perfledger.estimator.fit.grid import evaluate, rows_grid
 from perfledger.estimator.fit.roofline import context_attention_sol
-from perfledger.estimator.fit.util_grid import build_util_grid
-from perfledger.estimator.fit.util_grid import query_util
+from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.attention.head_size import head_ratio, reference_head_size
 from perfledger.estimator.ops.attention.kernel_lanes import LANE, lane_slice
 from perfledger.estimator.ops.attention.side_ops import side_latency
@@ -192,7 +191,7 @@ class ContextAttentionModel(OpModel):
     def silicon(self, est, key, q):
         pick = pool_picker(self, est, key)
         out = np.empty(q.height)
-        for i, (h, s, b) in enumerate(zip(q["heads"], q["isl"], q["batch"])):
+        for i, (h, s, b) in enumerate(zip(q["heads"], q["isl"], q["batch"], strict=True)):
             value, grid = None, pick(h)
             if grid is not None:
                 value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})

@@ -94,7 +94,7 @@ class GenerationAttentionModel(OpModel):
     def silicon(self, est, key, q):
         pick = pool_picker(self, est, key)
         out = np.empty(q.height)
-        for i, (h, b, s) in enumerate(zip(q["heads"], q["batch"], q["seq"])):
+        for i, (h, b, s) in enumerate(zip(q["heads"], q["batch"], q["seq"], strict=True)):
             grid = pick(h)
             samples = [None] if grid is None else [
                 evaluate(grid, {"num_heads": int(h), "batch_size": int(b), "seq": int(kv) + 1})[0] for kv in kv_samples(int(s))]

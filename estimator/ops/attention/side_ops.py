@@ -6,7 +6,7 @@ isl and batch for one shape; attention_side.yaml holds the measured coefficients
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,7 @@ from perfledger.estimator.data.system_specs import SystemSpec
 SIDE_YAML = Path(__file__).with_name("attention_side.yaml")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _doc(path: Path = SIDE_YAML) -> dict:
     doc = yaml.safe_load(path.read_text())
     body = doc.get("context") if isinstance(doc, dict) else None

@@ -96,7 +96,7 @@ class NeighbourStore:
         made = self.derive(*_pair_neighbours(self.ln, self.lk, self.rank, cand, fresh, self.trees))
         start = 0 if self.columns is None else self.columns[0].shape[-1]
         self.columns = made if self.columns is None else tuple(
-            np.ascontiguousarray(np.concatenate([old, new], axis=-1)) for old, new in zip(self.columns, made))
+            np.ascontiguousarray(np.concatenate([old, new], axis=-1)) for old, new in zip(self.columns, made, strict=True))
         known, ids = np.concatenate([known, fresh]), np.concatenate([ids, start + np.arange(len(fresh))])
         order = np.argsort(known, kind="stable")
         self.index[cls] = known[order], ids[order]

@@ -69,7 +69,7 @@ def _slot_tables(m, start, stop, first_m, last_m, union):
     rep[0::2], rep[1::2] = mid, np.append(union, np.nan)  # slot 2w + 1 (exact past the end) never occurs
     jp = np.clip(np.arange(2 * w + 2) // 2 - 1 + np.arange(2 * w + 2) % 2, 0, w - 1)
     code = np.empty((len(start), len(rep)), dtype=np.int64)
-    for s, (a, b) in enumerate(zip(start, stop)):
+    for s, (a, b) in enumerate(zip(start, stop, strict=True)):
         code[s] = a + np.maximum(np.searchsorted(m[a:b], union[jp], side="right") - 1, 0)
     code[rep[None, :] > last_m[:, None]] = _ABOVE
     code[rep[None, :] < first_m[:, None]] = _BELOW

@@ -21,8 +21,7 @@ import yaml
 from perfledger.estimator.fit.curve import eval_curve
 from perfledger.estimator.fit.grid import evaluate, rows_grid, table_slice
 from perfledger.estimator.fit.roofline import context_mla_sol, generation_mla_sol, mla_bmm_sol
-from perfledger.estimator.fit.util_grid import build_util_grid
-from perfledger.estimator.fit.util_grid import query_util
+from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.base import OpModel
 
 
@@ -63,7 +62,7 @@ class _GridModel(OpModel):
                          sqrt_axes=self.sqrt_axes)
 
     def _coords(self, q, i) -> dict:
-        return {a: int(q[c][i]) for a, c in zip(self.axes, self.value_columns)}
+        return {a: int(q[c][i]) for a, c in zip(self.axes, self.value_columns, strict=True)}
 
     def _rows(self, est, key, shared: bool) -> pl.DataFrame:
         """The slice's rows (own version only unless shared), in file order."""
@@ -177,7 +176,7 @@ class MlaBmmModel(_GridModel):
         sol = self._sol(est, {**key, "quant": quant})
         heads = np.array(sorted(curves))
         out = np.full(q.height, np.nan)
-        for i, (h, t) in enumerate(zip(q["heads"], q["tokens"])):
+        for i, (h, t) in enumerate(zip(q["heads"], q["tokens"], strict=True)):
             j = int(np.searchsorted(heads, h, side="left"))
             if j == len(heads):
                 continue

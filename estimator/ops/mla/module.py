@@ -17,7 +17,7 @@ keyed also by the block's GEMM quant. Three 0.12.0 module rules, each found by p
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import polars as pl
@@ -32,7 +32,7 @@ from perfledger.estimator.quant.profiles import quant_profile
 BMMS_PER_BLOCK = 2  # decode block = pre BMM (q·W_UK) + absorbed MLA kernel + post BMM (·W_UV)
 
 
-@lru_cache(maxsize=None)
+@cache
 def model_heads(model: str) -> int:
     """Attention heads of a model named in a module row (its HF config, `text_config` for multimodal ones)."""
     config = model_config(model)
