@@ -1,7 +1,8 @@
 """Render a model's ledger record (Markdown or HTML) from the context ledger/view.py assembles.
 
 Templates only loop and branch; every number comes from the context. HTML output escapes every data
-string (Jinja autoescape); Markdown table cells escape pipes and newlines.
+string (Jinja autoescape); Markdown output neutralises markup in every value the same way (`md_text`
+on every expression), and table cells also escape pipes and newlines.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ def md_cell(value: object) -> str:
     """A value safe inside a Markdown table cell."""
     text = "" if value is None else str(value)
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def md_text(value: object) -> str:
+    """Markdown prose: a data string's angle brackets and ampersands cannot become live HTML."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def cell_notes(cell: dict) -> list[str]:
@@ -44,7 +50,8 @@ def cell_notes(cell: dict) -> list[str]:
 
 def _environment(fmt: str) -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=(fmt == "html"), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                      finalize=md_text if fmt == "md" else None)
     env.filters.update(md=md_cell, cell_notes=cell_notes)
     return env
 

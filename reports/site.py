@@ -1,8 +1,9 @@
 """The static site under the output folder: index.html + Markdown twins, one page per report.
 
 `build_site` reads the warehouse (quarantine, ledger tables, matrix snapshots, table history) and the
-pipeline's stage results, assembles pages (reports.page) and writes them; every write is atomic per
-file, and plots are SVG files beside the pages.
+pipeline's stage results, assembles pages (reports.page) and writes them; every file is written new
+and renamed into place (perfledger.safe_io: a planted symlink is replaced, never followed), and plots
+are SVG files beside the pages.
 """
 
 from __future__ import annotations
@@ -10,16 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfledger.reports.page import Page, Section, Table, render_page
+from perfledger.safe_io import check_output_folder, write_file
 
 CSS = Path(__file__).with_name("templates") / "site.css"
-
-
-def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
-    return path
 
 
 def _plots(out: Path, ledgers: list[dict], estimates: dict | None) -> list[tuple[str, str]]:
@@ -28,11 +22,11 @@ def _plots(out: Path, ledgers: list[dict], estimates: dict | None) -> list[tuple
     plots = []
     for entry in ledgers:
         rel = f"plots/coverage-{entry['slug'].removeprefix('ledger-')}.svg"
-        _write(out / rel, coverage_heatmap(entry["cells"], f"{entry['title']}: rows per lane x system"))
+        write_file(out, rel, coverage_heatmap(entry["cells"], f"{entry['title']}: rows per lane x system"))
         plots.append((rel, f"coverage heatmap, {entry['title']}"))
     for name, sweep in (estimates or {}).get("sweeps", {}).items():
         rel = f"plots/latency-{name}.svg"
-        _write(out / rel, latency_plot(sweep["points"], f"{name}: {sweep['scenario']}, estimated ms vs tokens"))
+        write_file(out, rel, latency_plot(sweep["points"], f"{name}: {sweep['scenario']}, estimated ms vs tokens"))
         plots.append((rel, f"latency vs tokens, {name} ({sweep['scenario']})"))
     return plots
 
@@ -84,7 +78,7 @@ def build_site(root: Path, out: Path, models: list[str], run: dict, estimates: d
     from perfledger.warehouse.store import Warehouse
 
     wh = Warehouse(root)
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_folder(out).mkdir(parents=True, exist_ok=True)
     ledgers = write_ledger_pages(wh, models, out)
     plots = _plots(out, ledgers, estimates)
     quarantine = wh.read_table("quarantine") if wh.has_table("quarantine") else None
@@ -105,6 +99,6 @@ def build_site(root: Path, out: Path, models: list[str], run: dict, estimates: d
     nav += [(e["slug"], e["title"]) for e in ledgers] + [(p.slug, p.title) for p in pages[1:]]
     for page in pages:
         for fmt in ("html", "md"):
-            _write(out / f"{page.slug}.{fmt}", render_page(page, nav, fmt))
-    _write(out / "site.css", CSS.read_text())
+            write_file(out, f"{page.slug}.{fmt}", render_page(page, nav, fmt))
+    write_file(out, "site.css", CSS.read_text())
     return {"index": str(out / "index.html"), "pages": [p.slug for p in pages] + [e["slug"] for e in ledgers]}
