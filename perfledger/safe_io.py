@@ -122,8 +122,9 @@ def _check_node_budget(root: yaml.Node, path: Path) -> None:
 def load_yaml(path: Path) -> object:
     """A YAML file with every scalar as its text (None for an empty document), within the caps."""
     text = decode_utf8(read_bytes(path, MAX_SIDECAR_BYTES), path)
-    loader = yaml.BaseLoader(text)
+    loader = None
     try:
+        loader = yaml.BaseLoader(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -139,7 +140,8 @@ def load_yaml(path: Path) -> object:
     except RecursionError:
         raise InputFileError(path, "nested too deeply to parse") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_json(path: Path) -> object:
