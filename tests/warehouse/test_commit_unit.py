@@ -136,7 +136,8 @@ def test_readers_see_an_open_unit_only_once_it_commits_and_a_crash_is_rolled_bac
 
 def test_a_slice_gaining_a_column_does_not_block_replacing_another(tmp_path: Path, warehouse: Warehouse) -> None:
     tree = tmp_path / "tree"
-    write_tree_table(tree, "h200_sxm/gemm/sglang/0.5.14/gemm_perf.parquet", gemm_frame([1]).with_columns(pl.lit(1.0).alias("power")))
+    wider = gemm_frame([1]).with_columns(pl.lit(1.0).alias("power"))
+    write_tree_table(tree, "h200_sxm/gemm/sglang/0.5.14/gemm_perf.parquet", wider)
     write_tree_table(tree, "h100_sxm/gemm/sglang/0.5.14/gemm_perf.parquet", gemm_frame([2]))
     assert ingest([str(tree)], warehouse).failed_batches == []
     write_tree_table(tree, "h100_sxm/gemm/sglang/0.5.14/gemm_perf.parquet", gemm_frame([3, 4]))

@@ -3,6 +3,7 @@ or fails its batch with one clear line; never a traceback, never a changed wareh
 
 from __future__ import annotations
 
+import json
 import shutil
 import string
 from pathlib import Path
@@ -87,7 +88,7 @@ def test_any_parquet_column_type_is_cast_losslessly_or_quarantined(tmp_path_fact
 @given(name=st.sampled_from(SIDECARS), content=st.one_of(raw_bytes, st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8)),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
-    max_leaves=12).map(lambda doc: __import__("json").dumps(doc).encode())))
+    max_leaves=12).map(lambda doc: json.dumps(doc).encode())))
 def test_any_sidecar_is_read_or_fails_the_batch_cleanly(tmp_path_factory, name, content) -> None:
     tmp = tmp_path_factory.mktemp("sidecar")
     root, before = _baseline(tmp)
