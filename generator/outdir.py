@@ -3,16 +3,18 @@
 A manifest (`.perfledger-generated.json`) records every file the generator wrote. On the next run the
 files it listed that the new result no longer has are removed, so a folder re-generated from agg to
 disagg, or from dynamo to llm-d, never keeps stale scripts or manifests that look current. Only files the
-manifest names are touched: anything else in the folder (a user's notes) is left alone.
+manifest names are touched: anything else in the folder (a user's notes) is left alone. Every file is
+written new and renamed into place (perfledger.safe_io), so a symlink planted in the folder is replaced,
+never written through, and a symlinked output folder pointing into another tree is refused.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from perfledger.generator.errors import GeneratorError
+from perfledger.safe_io import UnsafeOutputError, check_output_folder, write_file
 
 MANIFEST = ".perfledger-generated.json"
 _FORMAT = "perfledger-generator-manifest/1"
@@ -27,9 +29,10 @@ def _safe_name(name: str, where: str) -> str:
 
 
 def read_manifest(out_dir: Path) -> list[str]:
-    """Names the previous generation wrote; [] when the folder has no manifest."""
+    """Names the previous generation wrote; [] when the folder has no manifest (a symlink planted at its
+    name is not one: the generator never writes links, and it is replaced by the new manifest)."""
     path = out_dir / MANIFEST
-    if not path.is_file():
+    if path.is_symlink() or not path.is_file():
         return []
     where = str(path)
     try:
@@ -63,22 +66,20 @@ def remove_stale(out_dir: Path, previous: list[str], current: set[str]) -> list[
     return warnings
 
 
-def write_output(out_dir: Path, files: dict[str, str]) -> tuple[list[Path], list[str]]:
+def write_output(out_dir: Path, files: dict[str, str], *, allow_symlinked_out: bool = False) -> tuple[list[Path], list[str]]:
     """Write files (scripts executable), drop stale ones, record the manifest; returns (paths, warnings)."""
     for name in files:
         _safe_name(name, name)
         if name == MANIFEST:
             raise GeneratorError(name, "artifact name collides with the generator manifest")
-    previous = read_manifest(out_dir)
-    written = []
-    for name, text in files.items():
-        path = out_dir / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if name.endswith(".sh"):
-            os.chmod(path, 0o755)
-        written.append(path)
-    warnings = remove_stale(out_dir, previous, set(files))
-    manifest = {"format": _FORMAT, "files": sorted(files)}
-    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    try:
+        check_output_folder(out_dir, allow_symlink=allow_symlinked_out)
+        previous = read_manifest(out_dir)
+        written = [write_file(out_dir, name, text, mode=0o755 if name.endswith(".sh") else 0o644)
+                   for name, text in files.items()]
+        warnings = remove_stale(out_dir, previous, set(files))
+        manifest = {"format": _FORMAT, "files": sorted(files)}
+        write_file(out_dir, MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    except UnsafeOutputError as exc:
+        raise GeneratorError("", str(exc)) from None
     return written, warnings

@@ -3,7 +3,8 @@
 `perfledger ledger report` and the site's ledger pages both produce it, so both read the same parts
 (stored events and decisions, the imported matrix block, our built matrix's disagreements) here.
 Templates only loop and branch; every number comes from the context ledger/view.py assembles. HTML
-output escapes every data string (Jinja autoescape); Markdown table cells escape pipes and newlines.
+output escapes every data string (Jinja autoescape); Markdown output neutralises markup in every value the
+same way (`md_text` on every expression), and table cells also escape pipes and newlines.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ def md_cell(value: object) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
+def md_text(value: object) -> str:
+    """Markdown prose: a data string's angle brackets and ampersands cannot become live HTML."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def cell_notes(cell: dict) -> list[str]:
     """Short derived notes for the inventory table."""
     notes = []
@@ -83,7 +89,8 @@ def cell_notes(cell: dict) -> list[str]:
 
 def _environment(fmt: str) -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=(fmt == "html"), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                      finalize=md_text if fmt == "md" else None)
     env.filters.update(md=md_cell, cell_notes=cell_notes)
     return env
 

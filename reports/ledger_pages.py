@@ -23,13 +23,14 @@ def ledger_context(wh, model: str) -> tuple[dict, list[dict]]:
 def write_ledger_pages(wh, models: list[str], out: Path) -> list[dict]:
     """ledger-<model>.html/.md per model; returns index entries (slug, title, summary, cells)."""
     from perfledger.ledger.report import render
+    from perfledger.safe_io import write_file
 
     entries = []
     for model in models:
         context, cells = ledger_context(wh, model)
         slug = f"ledger-{model.replace('/', '-')}"
         for fmt in ("html", "md"):
-            (out / f"{slug}.{fmt}").write_text(render(context, fmt), encoding="utf-8")
+            write_file(out, f"{slug}.{fmt}", render(context, fmt))
         t = context["totals"]
         entries.append({"slug": slug, "title": f"Ledger: {context['model']}", "model": model, "cells": cells,
                         "summary": f"{t['cells']} cells, {t['rows']} rows: done {t['done']}, partial {t['partial']}, "

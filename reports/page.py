@@ -11,7 +11,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from perfledger.ledger.report import md_cell
+from perfledger.ledger.report import md_cell, md_text
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -57,11 +57,6 @@ def fmt(value: object) -> str:
 def md_safe(value: object) -> str:
     """A Markdown table cell: pipes/newlines escaped (md_cell) and markup neutralised, as in the HTML."""
     return md_text(md_cell(value))
-
-
-def md_text(value: object) -> str:
-    """Markdown prose: a data string's angle brackets and ampersands cannot become live HTML."""
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def tab_id(name: str) -> str:

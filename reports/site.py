@@ -1,8 +1,9 @@
 """The static site under the output folder: index.html + Markdown twins, one page per report.
 
 `build_site` reads the warehouse (quarantine, ledger tables, matrix snapshots, table history, stored
-estimates) and the pipeline's run summary, assembles pages (reports.page) and writes them; every write
-is atomic per file, and plots are SVG files beside the pages.
+estimates) and the pipeline's run summary, assembles pages (reports.page) and writes them; every file is
+written new and renamed into place (perfledger.safe_io: a planted symlink is replaced, never followed), and
+plots are SVG files beside the pages.
 """
 
 from __future__ import annotations
@@ -12,16 +13,9 @@ from pathlib import Path
 import polars as pl
 
 from perfledger.reports.page import Page, Section, Table, render_page
+from perfledger.safe_io import check_output_folder, write_file
 
 CSS = Path(__file__).with_name("templates") / "site.css"
-
-
-def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
-    return path
 
 
 def _plots(out: Path, ledgers: list[dict], estimates: pl.DataFrame) -> list[tuple[str, str]]:
@@ -30,12 +24,12 @@ def _plots(out: Path, ledgers: list[dict], estimates: pl.DataFrame) -> list[tupl
     plots = []
     for entry in ledgers:
         rel = f"plots/coverage-{entry['slug'].removeprefix('ledger-')}.svg"
-        _write(out / rel, coverage_heatmap(entry["cells"], f"{entry['title']}: rows per lane x system"))
+        write_file(out, rel, coverage_heatmap(entry["cells"], f"{entry['title']}: rows per lane x system"))
         plots.append((rel, f"coverage heatmap, {entry['title']}"))
     sweeps = estimates.filter(pl.col("kind") == "sweep").sort("seq")
     for (name,), points in sweeps.group_by("model", maintain_order=True):
         scenario, rel = points["scenario"][0], f"plots/latency-{name}.svg"
-        _write(out / rel, latency_plot(points.to_dicts(), f"{name}: {scenario}, estimated ms vs tokens"))
+        write_file(out, rel, latency_plot(points.to_dicts(), f"{name}: {scenario}, estimated ms vs tokens"))
         plots.append((rel, f"latency vs tokens, {name} ({scenario})"))
     return plots
 
@@ -89,7 +83,7 @@ def build_site(root: Path, out: Path, models: list[str], run: dict) -> dict:
     from perfledger.warehouse.store import Warehouse
 
     wh = Warehouse(root)
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_folder(out).mkdir(parents=True, exist_ok=True)
     ledgers = write_ledger_pages(wh, models, out)
     estimates = read_or_empty(wh, ESTIMATES_TABLE, schema=ESTIMATES_SCHEMA)
     plots = _plots(out, ledgers, estimates)
@@ -110,6 +104,6 @@ def build_site(root: Path, out: Path, models: list[str], run: dict) -> dict:
     nav += [(e["slug"], e["title"]) for e in ledgers] + [(p.slug, p.title) for p in pages[1:]]
     for page in pages:
         for fmt in ("html", "md"):
-            _write(out / f"{page.slug}.{fmt}", render_page(page, nav, fmt))
-    _write(out / "site.css", CSS.read_text())
+            write_file(out, f"{page.slug}.{fmt}", render_page(page, nav, fmt))
+    write_file(out, "site.css", CSS.read_text())
     return {"index": str(out / "index.html"), "pages": [p.slug for p in pages] + [e["slug"] for e in ledgers]}

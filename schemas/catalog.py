@@ -12,7 +12,8 @@ import yaml
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 _TYPES = {"int": pl.Int64, "str": pl.String, "float": pl.Float64, "bool": pl.Boolean}
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+MAX_NAME_CHARS = 100
 _UNIT_TO_MS = {"ms": None, "us": 1e-3}
 
 
@@ -92,9 +93,12 @@ class Catalog:
 
 
 def check_safe_name(value: str, what: str) -> str:
-    """Names become path components: refuse separators, `..` and odd characters."""
-    if not isinstance(value, str) or not _SAFE_NAME.match(value) or ".." in value:
-        raise CatalogError(f"invalid {what} name {value!r}: use letters, digits, '.', '_', '+', '-' (no '/' or '..')")
+    """Names become path components: the whole name must match (a trailing newline is refused too), with
+    no separators, `..` or odd characters, and at most MAX_NAME_CHARS characters."""
+    if not isinstance(value, str) or len(value) > MAX_NAME_CHARS or not _SAFE_NAME.fullmatch(value) or ".." in value:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + f"... ({len(value)} chars)"
+        raise CatalogError(f"invalid {what} name {shown}: use letters, digits, '.', '_', '+', '-' (no '/' or '..'), "
+                           f"at most {MAX_NAME_CHARS} characters")
     return value
 
 

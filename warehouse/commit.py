@@ -1,16 +1,16 @@
-"""The commit buffer: prepared batches in, Delta commits out, in an order that survives interruption.
+"""The commit buffer: prepared batches in, Delta commits out.
 
 Curated slices are flushed after each validation window (bounded memory, few commits); the raw
 input files are kept under `raw/<batch_id>/`; findings (quarantine, advisories, duplicates), reuse
-declarations and finally the `batches` record are written at close. Every write replaces whole slices, so re-running an
-interrupted ingest converges: nothing doubles, nothing is lost.
+declarations, failures, batch_tables and finally the `batches` record are written at close. The
+ingest runs all of it inside one commit unit (Warehouse.unit), so a batch's writes are visible all
+together or not at all; every value written here was checked when the batch was prepared.
 """
 
 from __future__ import annotations
 
 import shutil
 from datetime import datetime, timezone
-from pathlib import Path
 
 import polars as pl
 
@@ -58,8 +58,7 @@ class CommitBuffer:
         """Flush everything; the `batches` record goes last (a batch counts only once all its rows are in)."""
         if not self.batches:
             return
-        for prepared in self.batches:
-            keep_raw_input(self.warehouse.root, prepared)
+        keep_raw_inputs(self.warehouse, self.batches)
         for name in FINDING_TABLES if self.findings else ():
             frames = [getattr(normalised, name).with_columns(pl.lit(key[0]).alias("table"))
                       for key, normalised in self.findings.items()]
@@ -98,20 +97,20 @@ class CommitBuffer:
                                       SLICE_COLUMNS, slices)
 
 
-def keep_raw_input(root: Path, prepared: PreparedBatch) -> Path:
-    """Copy the batch's files as received to `raw/<batch_id>/` (content-addressed, written once, atomically)."""
-    target = root / "raw" / prepared.batch_id
-    if target.exists():
-        return target
-    partial = root / "raw" / f".{prepared.batch_id}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    for path in [*prepared.source.files, *prepared.source.sidecars]:
-        relative = path.relative_to(prepared.source.folder)
-        (partial / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, partial / relative)
-    partial.rename(target)
-    return target
+def keep_raw_inputs(warehouse: Warehouse, batches: list[PreparedBatch]) -> None:
+    """Copy each batch's files as received to `raw/<batch_id>/` (content-addressed, written once, atomically)."""
+    raw = warehouse.root / "raw"
+    todo = [p for p in batches if not (raw / p.batch_id).exists()]
+    warehouse.before_creating([folder for p in todo for folder in (raw / p.batch_id, raw / f".{p.batch_id}.partial")])
+    for prepared in todo:
+        partial = raw / f".{prepared.batch_id}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        for path in [*prepared.source.files, *prepared.source.sidecars]:
+            relative = path.relative_to(prepared.source.folder)
+            (partial / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, partial / relative)
+        partial.rename(raw / prepared.batch_id)
 
 
 def _meta_field(prepared: PreparedBatch, *path: str) -> str | None:

@@ -3,7 +3,8 @@
 A batch is one unit of collected content: a version folder
 `<system>/<family>/<backend>/<version>/` of a published tree, or one collector output folder.
 Its system/backend/version come from the layout, from flags, from `batch.yaml`, or from the folder
-name; never from row labels.
+name; never from row labels. Every file of a batch must be a regular file (a symlink may point only
+inside the source), so nothing that could block or never end is opened under the warehouse lock.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from perfledger.safe_io import InputFileError, check_regular_file, load_yaml, open_regular, quoted
 from perfledger.schemas.catalog import Catalog, CatalogError, check_safe_name
 
 AIC_PACKAGE = "aic-package"
 STAGING_SUFFIX = "_perf.txt"
 TREE_SIDECARS = ("collection_meta.yaml", "reuse.yaml")
-_CAMPAIGN = re.compile(r"^(?P<backend>[a-z]+)-(?P<version>\d[\w.+]*?)(?:-[a-z][\w-]*)?$")
+_CAMPAIGN = re.compile(r"(?P<backend>[a-z]+)-(?P<version>\d[\w.+]*?)(?:-[a-z][\w-]*)?")
+IDENTITY = ("system", "backend", "version")
 
 
 class SourceError(ValueError):
@@ -54,7 +55,9 @@ class BatchSource:
             digest = hashlib.sha256(f"{self.kind}|{self.key}".encode())
             for path in sorted([*self.files, *self.sidecars]):
                 digest.update(path.name.encode() + b"\0")
-                digest.update(path.read_bytes())
+                with open_regular(path) as handle:
+                    while chunk := handle.read(1 << 20):
+                        digest.update(chunk)
             self._hash = digest.hexdigest()
         return self._hash
 
@@ -95,8 +98,8 @@ def discover(source: str, catalog: Catalog, *, system: str | None = None, backen
         raise SourceError(f"{source}: no such file or directory")
     if not path.is_dir():
         raise SourceError(f"{source}: expected a folder (collector output, published tree or version folder)")
-    if any(path.glob(f"*{STAGING_SUFFIX}")) or (path / "batch.yaml").exists():
-        return [_staging_batch(path, source, catalog, system, backend, version)]
+    if any(path.glob(f"*{STAGING_SUFFIX}")) or _present(path / "batch.yaml"):
+        return [_staging_batch(path, source, catalog, system, backend, version, inside=path)]
     for candidate in (path / "systems" / "data", path / "data"):
         if candidate.is_dir() and _tree_depth(candidate) == 4:
             return _tree_batches(candidate, source, catalog)
@@ -104,7 +107,8 @@ def discover(source: str, catalog: Catalog, *, system: str | None = None, backen
     if depth is None:
         staging = sorted(p.parent for p in path.glob(f"*/*{STAGING_SUFFIX}"))
         if staging:
-            return [_staging_batch(folder, str(folder), catalog, system, backend, version) for folder in dict.fromkeys(staging)]
+            return [_staging_batch(folder, str(folder), catalog, system, backend, version, inside=path)
+                    for folder in dict.fromkeys(staging)]
         raise SourceError(f"{source}: no perf data found (no <table>_perf.txt, no <system>/<family>/<backend>/<version>/ tree)")
     root = path if depth == 4 else path.resolve().parents[3 - depth]
     return _tree_batches(root, source, catalog, under=path.resolve())
@@ -126,17 +130,39 @@ def _tree_batches(root: Path, source: str, catalog: Catalog, under: Path | None 
             catalog.check_system(system)
             catalog.check_backend(backend)
             check_safe_name(version, "version")
-            files = sorted([*folder.glob("*.parquet"), *folder.glob(f"*{STAGING_SUFFIX}")])
+            files = _regular(sorted([*folder.glob("*.parquet"), *folder.glob(f"*{STAGING_SUFFIX}")]), root)
             for file in files:
                 spec = catalog.table(table_of(file))
                 if spec.family != family:
                     raise CatalogError(f"{file}: table {spec.name} belongs to family {spec.family!r}, not {family!r}")
-        except CatalogError as exc:
+            sidecars = _regular([folder / name for name in TREE_SIDECARS if _present(folder / name)], root)
+        except (CatalogError, InputFileError) as exc:
             batches.append(DiscoveryFailure(label, str(exc)))
             continue
-        sidecars = [folder / name for name in TREE_SIDECARS if (folder / name).exists()]
         batches.append(BatchSource("tree", label, folder, system, backend, version, family, files, sidecars))
     return batches
+
+
+def _present(path: Path) -> bool:
+    """Something is at `path` (a dangling symlink counts: it is reported, not skipped)."""
+    return path.exists() or path.is_symlink()
+
+
+def _regular(paths: list[Path], inside: Path) -> list[Path]:
+    """`paths` when every one is a regular file inside the source; raises InputFileError otherwise."""
+    return [check_regular_file(path, inside=inside) for path in paths]
+
+
+def _declared_identity(batch_yaml: Path) -> dict[str, str]:
+    """system/backend/version from batch.yaml, as written (`version: 0.20` is "0.20")."""
+    declared = load_yaml(batch_yaml) if _present(batch_yaml) else {}
+    if declared is not None and not isinstance(declared, dict):
+        raise CatalogError(f"{batch_yaml}: expected a mapping with system, backend, version")
+    identity = {k: v for k, v in (declared or {}).items() if k in IDENTITY}
+    wrong = {k: v for k, v in identity.items() if not isinstance(v, str)}
+    if wrong:
+        raise CatalogError(f"{batch_yaml}: {', '.join(wrong)} must be a single name, found {quoted(wrong)}")
+    return identity
 
 
 def table_of(file: Path) -> str:
@@ -149,7 +175,7 @@ def _identity_from_folder(folder: Path, catalog: Catalog) -> dict[str, str]:
     if folder.name in catalog.systems:
         found["system"] = folder.name
     for name in (folder.name, folder.parent.name):
-        match = _CAMPAIGN.match(name)
+        match = _CAMPAIGN.fullmatch(name)
         if match and match["backend"] in catalog.backends:
             found.setdefault("backend", match["backend"])
             found.setdefault("version", match["version"])
@@ -157,17 +183,14 @@ def _identity_from_folder(folder: Path, catalog: Catalog) -> dict[str, str]:
 
 
 def _staging_batch(folder: Path, source: str, catalog: Catalog, system: str | None, backend: str | None,
-                   version: str | None) -> BatchSource | DiscoveryFailure:
+                   version: str | None, *, inside: Path) -> BatchSource | DiscoveryFailure:
     batch_yaml = folder / "batch.yaml"
     try:
-        declared = yaml.safe_load(batch_yaml.read_text()) if batch_yaml.exists() else {}
-        if declared is not None and not isinstance(declared, dict):
-            raise CatalogError(f"{batch_yaml}: expected a mapping with system, backend, version")
-        declared = {k: str(v) for k, v in (declared or {}).items() if k in ("system", "backend", "version")}
+        declared = _declared_identity(batch_yaml)
         inferred = _identity_from_folder(folder, catalog)
         flags = {k: v for k, v in {"system": system, "backend": backend, "version": version}.items() if v}
         identity = {**inferred, **declared, **flags}
-        missing = [k for k in ("system", "backend", "version") if k not in identity]
+        missing = [k for k in IDENTITY if k not in identity]
         if missing:
             raise CatalogError(
                 f"{folder}: cannot determine {', '.join(missing)} of this collector output; pass "
@@ -175,14 +198,12 @@ def _staging_batch(folder: Path, source: str, catalog: Catalog, system: str | No
         catalog.check_system(identity["system"])
         catalog.check_backend(identity["backend"])
         check_safe_name(identity["version"], "version")
-        files = sorted(folder.glob(f"*{STAGING_SUFFIX}"))
+        files = _regular(sorted(folder.glob(f"*{STAGING_SUFFIX}")), inside)
         for file in files:
             catalog.table(table_of(file))
-    except CatalogError as exc:
+        sidecars = _regular(sorted(p for p in [batch_yaml, folder / "collection_meta.yaml", *folder.glob("errors_*.json"),
+                                               *folder.glob("collector_checkpoint/*/*.json")] if _present(p)), inside)
+    except (CatalogError, InputFileError) as exc:
         return DiscoveryFailure(source, str(exc))
-    except yaml.YAMLError as exc:
-        return DiscoveryFailure(source, f"{batch_yaml}: not valid YAML ({' '.join(str(exc).split())})")
-    sidecars = sorted(p for p in [batch_yaml, folder / "collection_meta.yaml", *folder.glob("errors_*.json"),
-                                  *folder.glob("collector_checkpoint/*/*.json")] if p.exists())
     return BatchSource("staging", source, folder, identity["system"], identity["backend"], identity["version"],
                        None, files, sidecars)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from perfledger.schemas.catalog import Catalog, CatalogError, load_catalog
 from perfledger.warehouse.discover import BatchSource, DiscoveryFailure, discover
-from perfledger.warehouse.lock import run_lock
 from perfledger.warehouse.commit import CommitBuffer
+from perfledger.warehouse.lock import run_lock
 from perfledger.warehouse.prepare import BatchError, PreparedBatch, prepare_batch
 from perfledger.warehouse.store import Warehouse
 from perfledger.warehouse.validate import finalise_window
@@ -85,6 +85,9 @@ def ingest(sources: Iterable[str], warehouse: Warehouse | None, *, system: str |
            prepare_map: PrepareMap = prepare_in_order) -> IngestReport:
     """Ingest every batch under `sources`; with `warehouse=None` only validate (nothing written).
 
+    Everything the run writes (curated slices, findings, batch records, the `on_commit` hook's tables)
+    is one commit unit: visible all at once when the run returns, rolled back if anything raises.
+
     `prepare_map` prepares the new batches and yields them (or their BatchError) in the given order;
     a task runner can fan the preparation out (flows/partitioned.py) while validation and commits
     stay here, so every runner produces the same warehouse.
@@ -96,12 +99,12 @@ def ingest(sources: Iterable[str], warehouse: Warehouse | None, *, system: str |
     if warehouse is None:
         _prepare_windows(batches, catalog, set(), report, lambda window: None, progress, prepare_map)
         return report
-    with run_lock(warehouse.root, purpose="ingest"):
+    with run_lock(warehouse.root, purpose="ingest"), warehouse.unit():
         buffer = CommitBuffer(warehouse)
         _prepare_windows(batches, catalog, known_hashes(warehouse), report, buffer.add_window, progress, prepare_map)
         buffer.close()
-    if on_commit:  # also with nothing new: the hook catches up on batches an interrupted run committed
-        on_commit(warehouse, report.batch_ids)
+        if on_commit:  # also with nothing new: the hook catches up on batches an earlier run committed
+            on_commit(warehouse, report.batch_ids)
     return report
 
 

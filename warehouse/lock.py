@@ -1,4 +1,8 @@
-"""The run lock: one writer per warehouse at a time; a second one waits briefly, then says "busy"."""
+"""The run lock: one writer per warehouse at a time; a second one waits briefly, then says "busy".
+
+Taking the lock also finishes what a crashed writer left: its open commit unit is rolled back
+(warehouse.journal) before the new holder writes anything.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from perfledger.warehouse.journal import recover
+
 LOCK_NAME = ".perfledger.lock"
 
 
@@ -19,22 +25,33 @@ class WarehouseBusy(RuntimeError):
     """Another process holds the warehouse's run lock."""
 
 
+class WarehouseUnwritable(PermissionError):
+    """The warehouse folder cannot take the run lock (read-only, not a folder): nothing can be written."""
+
+
 @contextmanager
 def run_lock(root: Path, *, timeout_s: float = 5.0, purpose: str = "write") -> Iterator[None]:
     """Hold the warehouse's exclusive run lock (an OS lock: released even when the holder is killed)."""
-    root.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(root / LOCK_NAME))
     holder = root / ".perfledger.lock.holder"
     try:
+        root.mkdir(parents=True, exist_ok=True)
         lock.acquire(timeout=timeout_s)
     except Timeout:
         who = holder.read_text() if holder.exists() else "unknown process"
         raise WarehouseBusy(f"warehouse {root} is busy: another run holds its lock ({who}); try again later") from None
+    except OSError as exc:
+        raise WarehouseUnwritable(f"cannot write warehouse {root}: {exc.strerror or exc} (cannot take its run lock)") \
+            from None
     try:
-        holder.write_text(json.dumps({
-            "pid": os.getpid(), "host": socket.gethostname(), "purpose": purpose,
-            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }))
+        try:
+            holder.write_text(json.dumps({
+                "pid": os.getpid(), "host": socket.gethostname(), "purpose": purpose,
+                "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            }))
+            recover(root)
+        except OSError as exc:
+            raise WarehouseUnwritable(f"cannot write warehouse {root}: {exc.strerror or exc}") from None
         yield
     finally:
         lock.release()

@@ -4,22 +4,26 @@ Columns are mapped by name, types unified (string/large_string, int64, float64),
 system/backend/version attached (the row's own `version` is kept as `row_version`), framework labels
 normalised, microsecond metrics given millisecond twins, every row checked against the table's
 contract, and repeated keys resolved first-wins (the public loader's rule) with the repeats kept.
+A cast that would change a value (3.5 to an integer, a boolean or timestamp to a latency) quarantines
+the row; a data column named like a lineage column is kept under `<name>_in_file`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
 
 from perfledger.schemas.catalog import Catalog, TableSpec
 from perfledger.schemas.contracts import FINDING_SCHEMA, validate_rows
-from perfledger.warehouse.readers import ROW_INDEX, RawFile, SourceFileError
+from perfledger.safe_io import quoted
+from perfledger.warehouse.readers import ROW_INDEX, RawFile, SourceFileError, cell_text
 
 DESCRIPTIVE_NON_IDENTITY = ("framework", "version", "device")
 LINEAGE_COLUMNS = ("system", "family", "backend", "batch_id", "source_file", "source_row", "ingested_at")
+RENAMED_SUFFIX = "_in_file"
 
 
 @dataclass(frozen=True)
@@ -67,13 +71,29 @@ class NormalisedTable:
 _BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
 
 
-def _cast(column: pl.Series, dtype: pl.DataType) -> pl.Series:
-    """Cast without raising: a value that does not convert becomes null (and is reported by the caller)."""
+def _cast(column: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Series]:
+    """(cast, changed): never raises; a value that does not convert is null in `cast`, one the cast
+    would change (3.5 to an integer, 2**53 + 1 to a float) is null too and flagged in `changed`.
+    Text parses; numbers, booleans and dates become text as written; only numbers become numbers."""
+    unchanged = pl.Series(column.name, [False] * len(column), dtype=pl.Boolean)
     if column.dtype == dtype:
-        return column
-    if dtype == pl.Boolean and column.dtype == pl.String:
-        return column.str.to_lowercase().replace_strict(_BOOL_TEXT, default=None, return_dtype=pl.Boolean)
-    return column.cast(dtype, strict=False)
+        return column, unchanged
+    if column.dtype == pl.String:
+        if dtype == pl.Boolean:
+            return column.str.to_lowercase().replace_strict(_BOOL_TEXT, default=None, return_dtype=pl.Boolean), unchanged
+        return column.cast(dtype, strict=False), unchanged
+    if dtype == pl.String:
+        return column.cast(pl.String), unchanged
+    if not (column.dtype.is_numeric() and (dtype.is_numeric() or dtype == pl.Boolean)):
+        return pl.Series(column.name, [None] * len(column), dtype=dtype), unchanged
+    cast = column.cast(dtype, strict=False)
+    back = cast.cast(column.dtype, strict=False)
+    changed = cast.is_not_null() & back.ne_missing(column)
+    if column.dtype.is_float():
+        changed &= ~column.is_nan()  # NaN stays NaN (the contract names it)
+    if not changed.any():
+        return cast, unchanged
+    return cast.scatter(changed.arg_true(), None), changed
 
 
 def _target_types(spec: TableSpec, catalog: Catalog) -> dict[str, pl.DataType]:
@@ -103,15 +123,34 @@ class TypedFile:
     cast_findings: pl.DataFrame
     rejects: list[dict]
     extra_columns: list[str]
+    texts: pl.DataFrame | None = None  # a CSV's cells as written (quarantine keeps them beside the parsed value)
+    renamed_columns: list[str] = field(default_factory=list)
 
     @property
     def rows_in(self) -> int:
         return self.frame.height + len(self.rejects)
 
 
+def reserved_columns(spec: TableSpec) -> set[str]:
+    """Names the ingest writes itself: lineage, the row's own version and the millisecond twins."""
+    return {*LINEAGE_COLUMNS, "row_version", *(m.removesuffix("_us") + "_ms" for m in spec.microsecond_metrics)}
+
+
+def _keep_reserved(frame: pl.DataFrame, spec: TableSpec, source: str) -> tuple[pl.DataFrame, list[str]]:
+    """Data columns named like reserved ones move to `<name>_in_file` (values kept, never overwritten)."""
+    clashes = sorted(reserved_columns(spec) & set(frame.columns))
+    taken = [c + RENAMED_SUFFIX for c in clashes if c + RENAMED_SUFFIX in frame.columns]
+    if taken:
+        raise SourceFileError(source, f"table {spec.name}: columns {quoted(clashes)} are reserved and "
+                                      f"{quoted(taken)} exist too; rename them in the file")
+    return frame.rename({c: c + RENAMED_SUFFIX for c in clashes}), clashes
+
+
 def type_file(raw: RawFile, spec: TableSpec, catalog: Catalog, lineage: Lineage) -> TypedFile:
-    """Map columns by name, unify types, attach lineage; a value that does not convert is a finding."""
+    """Map columns by name, unify types, attach lineage; a value that does not convert, or would
+    change in the conversion, is a finding."""
     frame = raw.frame.rename({k: v for k, v in spec.renames.items() if k in raw.frame.columns and v not in raw.frame.columns})
+    frame, renamed = _keep_reserved(frame, spec, lineage.source_file)
     _check_columns(frame, spec, catalog, lineage.source_file)
     types = _target_types(spec, catalog)
     extras = [c for c in frame.columns if c not in types and c != ROW_INDEX]
@@ -122,17 +161,20 @@ def type_file(raw: RawFile, spec: TableSpec, catalog: Catalog, lineage: Lineage)
             columns[name] = pl.Series(name, [None] * frame.height, dtype=dtype)
             continue
         original = frame[name]
-        cast = _cast(original, dtype)
+        cast, changed = _cast(original, dtype)
         failed = original.is_not_null() & cast.is_null()
         if failed.any():
             positions = failed.arg_true()
+            checks = changed.gather(positions).replace_strict({True: f"lossy_{dtype}".lower()},
+                                                              default=f"dtype_{dtype}".lower(), return_dtype=pl.String)
             cast_findings.append(pl.DataFrame({
-                "row_index": positions.cast(pl.Int64), "check": f"dtype_{dtype}".lower(),
+                "row_index": positions.cast(pl.Int64), "check": checks,
                 "column": name, "value": original.gather(positions).cast(pl.String), "severity": "error",
             }))
         columns[name] = cast
     typed = _with_lineage(pl.DataFrame(columns), frame, spec, catalog, lineage, extras)
-    return TypedFile(spec, lineage, typed, pl.concat(cast_findings, how="vertical_relaxed"), raw.rejects, extras)
+    return TypedFile(spec, lineage, typed, pl.concat(cast_findings, how="vertical_relaxed"), raw.rejects, extras,
+                     frame if raw.kind == "csv" else None, renamed)
 
 
 def finalise(typed: TypedFile, findings: pl.DataFrame, catalog: Catalog) -> NormalisedTable:
@@ -209,21 +251,35 @@ def split_repeats(accepted: pl.DataFrame, spec: TableSpec, catalog: Catalog) -> 
     return first, repeats.with_columns(spread)
 
 
+def _text_in_file(typed: TypedFile, row_index: int, column: str | None, value: str | None) -> str | None:
+    """The cell as written in the file (a CSV's text; a Parquet cell is stored as parsed)."""
+    if typed.texts is None or column is None or column not in typed.texts.columns:
+        return value
+    return typed.texts[column][row_index]
+
+
 def _quarantine_rows(findings: pl.DataFrame, typed: TypedFile, keep_raw: bool) -> pl.DataFrame:
-    """One row per finding with file, line/row, check, column, value and (for rejects) the row as read."""
+    """One row per finding with file, line/row, check, column, the parsed value and the text in the file,
+    and (for rejects) the row as read."""
     frame, lineage = typed.frame, typed.lineage
     data_columns = [c for c in frame.columns if c not in LINEAGE_COLUMNS]
     rows = []
     for row_index, check, column, value in findings.select("row_index", "check", "column", "value").iter_rows():
         record = frame.row(row_index, named=True)
         raw_row = json.dumps({c: record[c] for c in data_columns}, default=str) if keep_raw else None
-        rows.append((record["source_row"], check, column, value, raw_row))
+        text = _text_in_file(typed, row_index, column, value)
+        rows.append((record["source_row"], check, column, _cut(value), _cut(text), raw_row))
     if keep_raw:
-        rows.extend((r["line"], r["check"], r["column"], r["value"], None) for r in typed.rejects)
+        rows.extend((r["line"], r["check"], r["column"], r["value"], r["text"], None) for r in typed.rejects)
     out = pl.DataFrame(rows, schema={"source_row": pl.Int64, "check": pl.String, "column": pl.String,
-                                     "value": pl.String, "raw_row": pl.String}, orient="row")
+                                     "value": pl.String, "value_in_file": pl.String, "raw_row": pl.String},
+                       orient="row")
     return out.with_columns(
         pl.lit(lineage.batch_id).alias("batch_id"), pl.lit(typed.spec.name).alias("table"),
         pl.lit(lineage.system).alias("system"), pl.lit(lineage.backend).alias("backend"),
         pl.lit(lineage.version).alias("version"), pl.lit(lineage.source_file).alias("source_file"),
     ).sort("source_row")
+
+
+def _cut(text: str | None) -> str | None:
+    return None if text is None else cell_text(text)

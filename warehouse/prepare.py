@@ -1,22 +1,21 @@
 """Read, normalise and validate one batch in memory; nothing is written here.
 
 A batch either prepares completely or raises `BatchError` naming the file (and line) at fault, so
-a bad file never reaches the warehouse.
+a bad file never reaches the warehouse. Sidecars are parsed and their shapes checked here too, so
+every value the commit writes is known good before the first write.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import yaml
-
+from perfledger.safe_io import InputFileError, load_json, load_yaml, quoted
 from perfledger.schemas.catalog import Catalog, CatalogError
 from perfledger.warehouse.discover import BatchSource, table_of
-from perfledger.warehouse.normalise import Lineage, NormalisedTable, TypedFile, type_file
-from perfledger.warehouse.readers import SourceFileError, read_source_file
+from perfledger.warehouse.normalise import RENAMED_SUFFIX, Lineage, NormalisedTable, TypedFile, type_file
+from perfledger.warehouse.readers import read_source_file
 
 
 class BatchError(ValueError):
@@ -52,34 +51,124 @@ class PreparedBatch:
         return sum(getattr(t, attribute) for t in self.tables.values())
 
 
-def _load_yaml(path: Path) -> dict:
+_NULL_TEXT = {"", "~", "null", "Null", "NULL"}
+META_TABLE_FIELDS = ("status", "collected_at", "collector_hash", "case_plan_hash")
+RUNTIME_FIELDS = ("framework", "version", "image", "image_digest")
+REUSE_FIELDS = ("table", "from_version", "reason", "approved_by")
+
+
+def _mapping(path: Path) -> dict:
+    """A sidecar that must hold a mapping (an empty file is an empty one)."""
     try:
-        loaded = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise BatchError(f"{path}: not valid YAML ({exc})") from None
+        loaded = load_yaml(path)
+    except InputFileError as exc:
+        raise BatchError(str(exc)) from None
+    if loaded is None:
+        return {}
     if not isinstance(loaded, dict):
-        raise BatchError(f"{path}: expected a mapping at the top level")
+        raise BatchError(f"{path}: expected a mapping at the top level, found a {_shape(loaded)}")
     return loaded
 
 
+def _shape(value: object) -> str:
+    return "list" if isinstance(value, list) else "mapping" if isinstance(value, dict) else "value"
+
+
+def _is_null(value: object) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() in _NULL_TEXT)
+
+
+def _text(value: object, where: str) -> str | None:
+    """A scalar field as its text (YAML nulls as None); a list or mapping is an error naming the field."""
+    if _is_null(value):
+        return None
+    if isinstance(value, (dict, list)):
+        raise BatchError(f"{where}: expected a single value, found a {_shape(value)}")
+    return str(value)
+
+
+def _count(value: object, where: str) -> int | None:
+    text = _text(value, where)
+    if text is None:
+        return None
+    if not text.strip().isdigit() or len(text) > 18:
+        raise BatchError(f"{where}: expected a row count (a whole number), found {quoted(text)}")
+    return int(text)
+
+
+def collection_meta(path: Path) -> dict:
+    """collection_meta.yaml checked and reduced to what the warehouse records (all text, rows as int)."""
+    raw = _mapping(path)
+    runtime, tables = ({} if _is_null(raw.get(k)) else raw[k] for k in ("runtime", "tables"))
+    for name, value in (("runtime", runtime), ("tables", tables)):
+        if not isinstance(value, dict):
+            raise BatchError(f"{path}: '{name}' must be a mapping, found a {_shape(value)}")
+    meta_tables = {}
+    for table, entry in tables.items():
+        entry = {} if _is_null(entry) else entry
+        if not isinstance(entry, dict):
+            raise BatchError(f"{path}: tables.{table} must be a mapping, found a {_shape(entry)}")
+        meta_tables[str(table)] = {
+            **{k: _text(entry.get(k), f"{path}: tables.{table}.{k}") for k in META_TABLE_FIELDS},
+            "rows": _count(entry.get("rows"), f"{path}: tables.{table}.rows"),
+        }
+    return {"provenance": _text(raw.get("provenance"), f"{path}: provenance"),
+            "runtime": {k: _text(runtime.get(k), f"{path}: runtime.{k}") for k in RUNTIME_FIELDS},
+            "tables": meta_tables}
+
+
 def _reuse_entries(path: Path) -> list[dict]:
-    raw = _load_yaml(path)
+    raw = _mapping(path)
     if "reuse" not in raw or not isinstance(raw["reuse"], list):
         raise BatchError(f"{path}: missing 'reuse:' list")
     entries = []
     for i, entry in enumerate(raw["reuse"]):
-        missing = [k for k in ("table", "from_version", "reason", "approved_by") if not str((entry or {}).get(k, "")).strip()]
+        if not isinstance(entry, dict):
+            raise BatchError(f"{path}: reuse entry {i + 1} must be a mapping, found a {_shape(entry)}")
+        values = {k: _text(entry.get(k), f"{path}: reuse entry {i + 1}: {k}") for k in REUSE_FIELDS}
+        missing = [k for k, v in values.items() if not (v or "").strip()]
         if missing:
             raise BatchError(f"{path}: reuse entry {i + 1} lacks {missing}")
-        entries.append({k: str(entry[k]) for k in ("table", "from_version", "reason", "approved_by")})
+        entries.append(values)
     return entries
 
 
 def _json(path: Path) -> object:
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BatchError(f"{path}: not valid JSON ({exc})") from None
+        return load_json(path)
+    except InputFileError as exc:
+        raise BatchError(str(exc)) from None
+
+
+def _error_records(path: Path) -> list[dict]:
+    records = _json(path)
+    if not isinstance(records, list):
+        raise BatchError(f"{path}: expected a list of failure records, found a {_shape(records)}")
+    failures = []
+    for i, record in enumerate(records):
+        where = f"{path}: record {i + 1}"
+        if not isinstance(record, dict):
+            raise BatchError(f"{where}: expected an object, found a {_shape(record)}")
+        failures.append({
+            "table": _text(record.get("table"), f"{where}: table"),
+            "op": _text(record.get("op", path.stem.removeprefix("errors_")), f"{where}: op"),
+            "task_id": str(_text(record.get("task_id"), f"{where}: task_id")),
+            "classification": _text(record.get("classification"), f"{where}: classification"),
+            "message": _text(record.get("message"), f"{where}: message"), "source": path.name})
+    return failures
+
+
+def _checkpoint_failures(path: Path) -> list[dict]:
+    data = _json(path)
+    if not isinstance(data, dict):
+        raise BatchError(f"{path}: expected a collector checkpoint object, found a {_shape(data)}")
+    failed = data.get("failed") or []
+    if not isinstance(failed, list):
+        raise BatchError(f"{path}: 'failed' must be a list of case ids, found {quoted(failed)}")
+    table = _text(data.get("table"), f"{path}: table")
+    op = _text(data.get("module") or data.get("op") or path.stem, f"{path}: module")
+    return [{"table": table, "op": op, "task_id": _text(task_id, f"{path}: failed[{i}]"), "classification": None,
+             "message": None, "source": path.name} for i, task_id in enumerate(failed)]
 
 
 def collection_failures(sidecars: list[Path]) -> list[dict]:
@@ -88,30 +177,15 @@ def collection_failures(sidecars: list[Path]) -> list[dict]:
     A failed case is data ("attempted and failed" differs from "never attempted"), so each is kept.
     """
     errors = [p for p in sidecars if p.name.startswith("errors_") and p.suffix == ".json"]
-    failures: list[dict] = []
-    for path in errors:
-        records = _json(path)
-        if not isinstance(records, list):
-            raise BatchError(f"{path}: expected a list of failure records")
-        for record in records:
-            failures.append({"table": record.get("table"), "op": record.get("op", path.stem.removeprefix("errors_")),
-                             "task_id": str(record.get("task_id")), "classification": record.get("classification"),
-                             "message": record.get("message"), "source": path.name})
     if errors:
-        return failures
-    for path in (p for p in sidecars if p.parent.parent.name == "collector_checkpoint"):
-        data = _json(path)
-        if isinstance(data, dict):
-            for task_id in data.get("failed") or []:
-                failures.append({"table": data.get("table"), "op": str(data.get("module") or data.get("op") or path.stem),
-                                 "task_id": str(task_id), "classification": None, "message": None, "source": path.name})
-    return failures
+        return [failure for path in errors for failure in _error_records(path)]
+    checkpoints = [p for p in sidecars if p.parent.parent.name == "collector_checkpoint"]
+    return [failure for path in checkpoints for failure in _checkpoint_failures(path)]
 
 
 def _check_meta_rows(meta: dict, table: str, rows_in: int, source: BatchSource) -> None:
-    entry = (meta.get("tables") or {}).get(table) or {}
-    declared = entry.get("rows") if isinstance(entry, dict) else None
-    if declared is not None and int(declared) != rows_in:
+    declared = meta["tables"].get(table, {}).get("rows") if meta else None
+    if declared is not None and declared != rows_in:
         raise BatchError(f"{source.folder / 'collection_meta.yaml'}: tables.{table}.rows says {declared}, "
                          f"but the file holds {rows_in} rows")
 
@@ -120,9 +194,10 @@ def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
     """Read and type every file of the batch; raise BatchError on the first unusable file."""
     started = datetime.now(timezone.utc)
     meta_path = batch.folder / "collection_meta.yaml"
-    meta = _load_yaml(meta_path) if meta_path.exists() else {}
+    meta = collection_meta(meta_path) if meta_path in batch.sidecars else {}
     reuse_path = batch.folder / "reuse.yaml"
-    reuse = _reuse_entries(reuse_path) if batch.kind == "tree" and reuse_path.exists() else []
+    reuse = _reuse_entries(reuse_path) if batch.kind == "tree" and reuse_path in batch.sidecars else []
+    failures = collection_failures(batch.sidecars)
     typed: dict[str, TypedFile] = {}
     warnings: list[str] = []
     for file in batch.files:
@@ -132,12 +207,16 @@ def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
             lineage = Lineage(batch.batch_id, batch.system, batch.family or spec.family, batch.backend,
                               batch.version, _display(file, batch), started)
             typed[table] = type_file(read_source_file(file), spec, catalog, lineage)
-        except (SourceFileError, CatalogError) as exc:
+        except (InputFileError, CatalogError) as exc:
             raise BatchError(str(exc)) from None
         _check_meta_rows(meta, table, typed[table].rows_in, batch)
+        if typed[table].renamed_columns:
+            kept = [c + RENAMED_SUFFIX for c in typed[table].renamed_columns]
+            warnings.append(f"{file.name}: columns {quoted(typed[table].renamed_columns)} are reserved for lineage; "
+                            f"their values are kept as {quoted(kept)}")
         if typed[table].extra_columns:
-            warnings.append(f"{file.name}: extra columns kept as text: {typed[table].extra_columns}")
-    return PreparedBatch(batch, typed, meta, reuse, collection_failures(batch.sidecars), started, warnings)
+            warnings.append(f"{file.name}: extra columns kept as text: {quoted(typed[table].extra_columns)}")
+    return PreparedBatch(batch, typed, meta, reuse, failures, started, warnings)
 
 
 def _display(file: Path, batch: BatchSource) -> str:

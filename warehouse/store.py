@@ -2,12 +2,14 @@
 
 Layout under the root: `curated/<table>/` (one Delta table per perf table, partitioned by
 system/backend/version) and `<name>/` for everything else (batches, quarantine, ledger tables, ...).
-Every write is one Delta commit, so a reader sees a table either before or after it, never half.
+Every write is one Delta commit, so a reader sees a table either before or after it, never half; writes
+inside `Warehouse.unit()` become visible together (warehouse.journal), and readers honour an open unit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from perfledger.schemas.catalog import check_safe_name
+from perfledger.warehouse.journal import Journal, log_version, pinned_versions
 
 SLICE_COLUMNS = ("system", "backend", "version")
 AsOf = int | str | datetime | None
@@ -43,10 +46,62 @@ def slice_predicate(slices: Iterable[Sequence[object]], columns: Sequence[str]) 
 
 
 class Warehouse:
-    """A warehouse root. Cheap to construct; tables are opened on use."""
+    """A warehouse root. Cheap to construct; tables are opened on use.
+
+    `write_observer`, when set, is called with the target of every write just before it happens (a
+    progress or audit seam; the fault-injection tests fail writes through it).
+    """
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
+        self.write_observer: Callable[[Path], None] | None = None
+        self._unit: Journal | None = None
+
+    # -- the commit unit ---------------------------------------------------------------------------
+    @contextmanager
+    def unit(self) -> Iterator[None]:
+        """Make every write inside one all-or-nothing commit (hold the run lock; see warehouse.journal).
+
+        This instance sees its own writes at once; every other reader sees them when the block ends
+        without an exception. An exception rolls the tables back to their versions before the block.
+        """
+        if self._unit is not None:
+            raise WarehouseError(f"warehouse {self.root}: a commit unit is already open")
+        self.root.mkdir(parents=True, exist_ok=True)
+        journal = self._unit = Journal.begin(self.root)
+        try:
+            yield
+        except BaseException as exc:
+            self._unit = None
+            try:
+                journal.roll_back()
+            except OSError as rollback_error:  # the journal stays: the next writer rolls back
+                exc.add_note(f"rollback incomplete ({rollback_error}); the next write to {self.root} finishes it")
+            raise
+        self._unit = None
+        journal.commit()
+
+    def before_writing(self, target: Path) -> None:
+        """Every table write announces its target: the open unit records the table's version first."""
+        if self.write_observer is not None:
+            self.write_observer(target)
+        if self._unit is not None:
+            self._unit.record_table(target)
+
+    def before_creating(self, folders: list[Path]) -> None:
+        """Folders written outside Delta (raw input copies) are announced too, so a rollback removes them."""
+        for folder in folders:
+            if self.write_observer is not None:
+                self.write_observer(folder)
+        if self._unit is not None:
+            self._unit.record_folders(folders)
+
+    def _pins(self) -> dict[str, int | None]:
+        """Versions other writers' open unit pins readers to ({} when none is open, or it is ours)."""
+        return {} if self._unit is not None else pinned_versions(self.root) or {}
+
+    def _key(self, uri: Path) -> str:
+        return str(uri.relative_to(self.root))
 
     # -- locations ---------------------------------------------------------------------------------
     def curated_uri(self, table: str) -> Path:
@@ -56,12 +111,20 @@ class Warehouse:
         return self.root / check_safe_name(name, "table")
 
     def _open(self, uri: Path, as_of: AsOf = None) -> DeltaTable | None:
+        """The table at `as_of`, else its latest committed version (None: no table). The pins are read
+        after opening, so a unit that opens in between is still honoured."""
         if not (uri / "_delta_log").is_dir():
             return None
         try:
             table = DeltaTable(str(uri))
         except TableNotFoundError:
             return None
+        if as_of is None:
+            pins = self._pins()
+            if self._key(uri) in pins:
+                as_of = pins[self._key(uri)]
+                if as_of is None:
+                    return None
         if as_of is not None:
             try:
                 table.load_as_version(int(as_of) if str(as_of).isdigit() else as_of)
@@ -79,7 +142,11 @@ class Warehouse:
 
     def curated_tables(self) -> list[str]:
         base = self.root / "curated"
-        return sorted(p.name for p in base.iterdir() if (p / "_delta_log").is_dir()) if base.is_dir() else []
+        if not base.is_dir():
+            return []
+        pins = self._pins()
+        return sorted(p.name for p in base.iterdir()
+                      if (p / "_delta_log").is_dir() and pins.get(self._key(p), 0) is not None)
 
     def _read(self, uri: Path, as_of: AsOf, filters: dict[str, str | None],
               columns: Sequence[str] | None = None) -> pl.DataFrame | None:
@@ -120,7 +187,8 @@ class Warehouse:
         return self._scan(delta).select(list(columns)).collect()
 
     def has_table(self, name: str) -> bool:
-        return (self.table_uri(name) / "_delta_log").is_dir()
+        uri = self.table_uri(name)
+        return (uri / "_delta_log").is_dir() and self._pins().get(self._key(uri), 0) is not None
 
     def table_version(self, name: str, *, curated: bool = False) -> int | None:
         table = self._open(self.curated_uri(name) if curated else self.table_uri(name))
@@ -129,10 +197,9 @@ class Warehouse:
     def latest_commit(self, name: str) -> int | None:
         """The newest commit number of an auxiliary table from its log's file names alone: a cheap
         "has anything changed?" stamp for caches (no table is opened)."""
-        log = self.table_uri(name) / "_delta_log"
-        if not log.is_dir():
-            return None
-        return max((int(p.stem) for p in log.glob("*.json") if p.stem.isdigit()), default=None)
+        uri = self.table_uri(name)
+        pins = self._pins()
+        return pins[self._key(uri)] if self._key(uri) in pins else log_version(uri)
 
     def table_history(self, name: str, *, curated: bool = False) -> list[dict]:
         table = self._open(self.curated_uri(name) if curated else self.table_uri(name))
@@ -145,9 +212,11 @@ class Warehouse:
         ]
 
     # -- writes ------------------------------------------------------------------------------------
-    @staticmethod
-    def _write(uri: Path, df: pl.DataFrame, *, mode: str, partition_by: Sequence[str] | None,
+    def _write(self, uri: Path, df: pl.DataFrame, *, mode: str, partition_by: Sequence[str] | None,
                predicate: str | None = None) -> int:
+        """One Delta commit. Schemas merge (a column new to the table is added, null in older rows; a
+        column the table has and `df` lacks is null in the new rows), so slices may differ in columns."""
+        self.before_writing(uri)
         uri.mkdir(parents=True, exist_ok=True)
         untyped = [name for name, dtype in df.schema.items() if dtype == pl.Null]
         if untyped:  # a column with no values yet: store it as text rather than an untyped column
@@ -157,7 +226,7 @@ class Warehouse:
                 str(uri), df, mode=mode,
                 partition_by=list(partition_by) if partition_by else None, predicate=predicate,
                 writer_properties=WriterProperties(compression="ZSTD", compression_level=1),
-                schema_mode="merge" if mode == "append" else None,
+                schema_mode="merge",
             )
         except (OSError, DeltaError) as exc:  # disk full and permission errors arrive as either
             raise WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}") from exc
@@ -196,6 +265,10 @@ class Warehouse:
             return self._write(uri, df, mode="append", partition_by=partition_by) if not df.is_empty() else None
         predicate = slice_predicate(slices, slice_columns)
         if df.is_empty():
-            table.delete(predicate)
+            self.before_writing(uri)
+            try:
+                table.delete(predicate)
+            except (OSError, DeltaError) as exc:
+                raise WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}") from exc
             return table.version()
         return self._write(uri, df, mode="overwrite", partition_by=partition_by, predicate=predicate)

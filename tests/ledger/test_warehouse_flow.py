@@ -110,7 +110,7 @@ def test_decide_matrix_and_report(flow, tmp_path):
     assert cli("ledger", "report", "kimi-k3", "--format", "md", "--out", str(md), "--warehouse", root)[0] == 0
     assert cli("ledger", "report", "kimi-k3", "--format", "html", "--out", str(html), "--warehouse", root)[0] == 0
     text = md.read_text()
-    assert "**2026-08-04** [kda]: Prune h12 <decode> rows" in text
+    assert "**2026-08-04** [kda]: Prune h12 &lt;decode&gt; rows" in text and "<decode>" not in text
     assert "prune 1074 → 1052 (22 rows removed" in text
     assert "claimed 1074, found 1052 (-22)" in text
     assert "Snapshot `head`: 236 rows for this model; union of keys in the snapshot: 244." in text
