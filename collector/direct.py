@@ -1,4 +1,4 @@
-"""Mode 1: run one op module for one device (`python -m collector.ops.<op> --device 0 --out DIR [shape flags]`).
+"""Mode 1: run one op module for one device (`python -m perfledger.collector.ops.<op> --device 0 --out DIR [shape flags]`).
 
 Also the child entry of isolated tasks (`--case-json`, `--result-json`): the parent reads the result file
 to learn whether the row was written and which CUDA_VISIBLE_DEVICES the child saw. Diagnostic runs write

@@ -1,5 +1,5 @@
 """Op modules: each exposes `IMPLS = {backend: fn(op, case, ctx) -> (kernel_source, latency_ms)}` and a Mode 1
-`__main__` (`python -m collector.ops.<op> --device 0 --out DIR`)."""
+`__main__` (`python -m perfledger.collector.ops.<op> --device 0 --out DIR`)."""
 
 from __future__ import annotations
 
