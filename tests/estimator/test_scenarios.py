@@ -28,17 +28,19 @@ def test_gate_verdicts_and_status() -> None:
     assert gate(current, None, 5, 10)["status"] == "no baseline"
 
 
-def test_scenario_file_errors_name_file_and_key(tmp_path: Path) -> None:
+def test_the_default_scenarios_load() -> None:
     assert set(load_scenarios(DEFAULT_SCENARIOS)) >= {"kimi-k3", "deepseek-v3"}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("kimi-k3:\n  - {name: a, phase: warmup, tokens: 1, ops: []}\n", r"s.yaml: kimi-k3\[0\].phase: 'warmup'"),
+    ("kimi-k3:\n  - {name: a, phase: decode, tokens: 1, ops: [{op: attention}]}\n", r"kimi-k3\[0\].ops\[0\].op: 'attention'"),
+    ("kimi-k3:\n  - {name: a}\n", r"missing key\(s\) \['ops', 'phase', 'tokens'\]"),
+])
+def test_scenario_file_errors_name_file_and_key(tmp_path: Path, text: str, message: str) -> None:
     bad = tmp_path / "s.yaml"
-    bad.write_text("kimi-k3:\n  - {name: a, phase: warmup, tokens: 1, ops: []}\n")
-    with pytest.raises(ScenarioError, match=r"s.yaml: kimi-k3\[0\].phase: 'warmup'"):
-        load_scenarios(bad)
-    bad.write_text("kimi-k3:\n  - {name: a, phase: decode, tokens: 1, ops: [{op: attention}]}\n")
-    with pytest.raises(ScenarioError, match=r"kimi-k3\[0\].ops\[0\].op: 'attention'"):
-        load_scenarios(bad)
-    bad.write_text("kimi-k3:\n  - {name: a}\n")
-    with pytest.raises(ScenarioError, match=r"missing key\(s\) \['ops', 'phase', 'tokens'\]"):
+    bad.write_text(text)
+    with pytest.raises(ScenarioError, match=message):
         load_scenarios(bad)
 
 
