@@ -62,7 +62,7 @@ def main() -> None:
 
     def from_tree():
         tables = {}
-        for table in dict.fromkeys(l.table for l in spec.lanes):
+        for table in dict.fromkeys(lane.table for lane in spec.lanes):
             parts = []
             for path in tree_root.glob(f"*/*/*/*/{table}.parquet"):
                 system, _family, backend, version = path.parts[-5:-1]
@@ -77,7 +77,7 @@ def main() -> None:
         from perfledger.ledger.source import read_meta
 
         tables = {}
-        for table in dict.fromkeys(l.table for l in spec.lanes):
+        for table in dict.fromkeys(lane.table for lane in spec.lanes):
             if table in wh.curated_tables():
                 tables[table] = pl.concat([wh.read_curated(table, system=s) for s in spec.systems], how="diagonal_relaxed")
         return derive_cells(spec, tables, read_meta(wh))
@@ -90,7 +90,8 @@ def main() -> None:
     assert reused, "the warm build did not reuse the stored state"
     assert cells.drop("first_ingest", "last_ingest").equals(build_cells(wh, spec).drop("first_ingest", "last_ingest"))
     print(f"{'case':<48}{'median s':>10}{'ratio':>10}")
-    print(f"{'ledger build ' + spec.model + ' (warm warehouse)':<48}{ours:>10.3f}{ours / TARGET_S:>10.2f}  (vs target {TARGET_S} s)")
+    warm_case = f"ledger build {spec.model} (warm warehouse)"
+    print(f"{warm_case:<48}{ours:>10.3f}{ours / TARGET_S:>10.2f}  (vs target {TARGET_S} s)")
     print(f"{'full re-derivation from curated tables':<48}{full:>10.3f}{full / TARGET_S:>10.2f}  (vs target)")
     print(f"{'  same, reading every column (before columns=)':<48}{wide:>10.3f}{wide / full:>10.2f}  (vs pruned)")
     print(f"{'same lanes from the Parquet tree (no lineage)':<48}{tree:>10.3f}{full / tree:>10.2f}  (full / tree)")

@@ -163,7 +163,8 @@ def summary(rows: list[dict]) -> dict:
                      if r["outcome"] in ("only we miss", "only they miss"))
     return {"n": len(rows), "outcomes": dict(Counter(r["outcome"] for r in rows)),
             "by_kind": {f"{k}|{o}": n for (k, o), n in sorted(by_kind.items())},
-            "differs_worst_op": dict(by_op.most_common()), "one_sided_misses": {f"{o}|{m}": n for (o, m), n in misses.most_common()}}
+            "differs_worst_op": dict(by_op.most_common()),
+            "one_sided_misses": {f"{o}|{m}": n for (o, m), n in misses.most_common()}}
 
 
 def print_table(rows: list[dict], seconds: float) -> None:

@@ -10,7 +10,8 @@ import typer
 
 from perfledger.console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit_json, fail
 
-WarehouseOpt = Annotated[str | None, typer.Option("--warehouse", help="Warehouse root (default: $PERFLEDGER_WAREHOUSE or var/warehouse).")]
+WarehouseOpt = Annotated[str | None, typer.Option(
+    "--warehouse", help="Warehouse root (default: $PERFLEDGER_WAREHOUSE or var/warehouse).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 Sources = Annotated[list[str], typer.Argument(help="Paths (collector output, published tree, version folder) or 'aic-package'.")]
 SystemOpt = Annotated[str | None, typer.Option("--system", help="System of collector output (else batch.yaml / folder name).")]
@@ -19,7 +20,8 @@ VersionOpt = Annotated[str | None, typer.Option("--version", help="Backend versi
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Pipeline config YAML (default: the embedded one).")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder for the site, summary and artifacts.")]
 RunnerOpt = Annotated[str, typer.Option("--runner", help="local (threads) or dask (prefect-dask).")]
-AddressOpt = Annotated[str | None, typer.Option("--address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster).")]
+AddressOpt = Annotated[str | None, typer.Option(
+    "--address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster).")]
 
 
 def _progress(enabled: bool):
@@ -128,7 +130,8 @@ def register(app: typer.Typer) -> None:
     def backfill(since: Annotated[str, typer.Option("--since", help="First collection date (YYYY-MM-DD).")],
                  until: Annotated[str | None, typer.Option("--until", help="Last collection date (inclusive).")] = None,
                  systems: Annotated[list[str] | None, typer.Option("--systems", help="Only batches of these systems.")] = None,
-                 models: Annotated[list[str] | None, typer.Option("--models", help="Models to re-derive (default: the config's).")] = None,
+                 models: Annotated[list[str] | None,
+                                   typer.Option("--models", help="Models to re-derive (default: the config's).")] = None,
                  config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
                  runner: RunnerOpt = "local", address: AddressOpt = None, json: JsonOpt = False) -> None:
         """Re-derive ledger, matrix and reports for batches collected in a window (idempotent)."""

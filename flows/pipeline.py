@@ -127,7 +127,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
     run["seconds"] = time.perf_counter() - started
     return {"summary": site.get("summary"), "site": site.get("index"), "ingest": report, "stages": st.records,
             "seconds": round(run["seconds"], 3), "gate": (estimates or {}).get("gate", {}).get("status"),
-            "ledgers": [{"model": l["model"], "by_status": l["by_status"]} for l in ledgers]}
+            "ledgers": [{"model": ledger["model"], "by_status": ledger["by_status"]} for ledger in ledgers]}
 
 
 def task_runner(runner: str, address: str | None):

@@ -67,7 +67,7 @@ def translate(params: dict[str, Any], backend: str, version: str, mapping: Mappi
             continue
         name, flag = resolved
         if flag.value is not None:
-            value = flag.value.evaluate(lambda n: value if n == "v" else params.get(n))
+            value = flag.value.evaluate(lambda n, given=value: given if n == "v" else params.get(n))
         if flag.target == "yaml":
             set_path(out.engine, name, value, here)
         elif flag.kind == "switch":

@@ -61,7 +61,7 @@ def build_dynamo(dep: Deployment, backend: Backend, launches: dict[str, Launch])
     """[ConfigMap (TRT-LLM configmap mode)], DynamoGraphDeployment."""
     k8s, names = dep.section("K8sConfig"), dep.names
     docs: list[dict[str, Any]] = []
-    files = {l.engine_file[0]: dump_yaml(l.engine_file[1]) for l in launches.values() if l.engine_file}
+    files = {launch.engine_file[0]: dump_yaml(launch.engine_file[1]) for launch in launches.values() if launch.engine_file}
     if files and k8s["k8s_engine_mode"] == "configmap":
         docs.append({"apiVersion": "v1", "kind": "ConfigMap",
                      "metadata": {"name": names.engine_configmap, "namespace": names.namespace,

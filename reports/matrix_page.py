@@ -12,7 +12,7 @@ ERR_CHARS = 240
 
 def short_error(text: str | None) -> str:
     """A traceback's last line (the error itself), cut to ERR_CHARS; the full text stays in the snapshot."""
-    lines = [l.strip() for l in str(text or "").replace("\\n", "\n").splitlines() if l.strip()]
+    lines = [line.strip() for line in str(text or "").replace("\\n", "\n").splitlines() if line.strip()]
     last = lines[-1] if lines else ""
     return last if len(last) <= ERR_CHARS else last[: ERR_CHARS - 1] + "…"
 
@@ -32,7 +32,7 @@ def matrix_page(label: str | None, frame: pl.DataFrame | None, models: list[str]
         tabs.append((system, Table(SHOWN, cells,
                                    row_classes=[f"status-{s}" for s in part["Status"]], filterable=True)))
     stored = Table(["label", "rows", "imported at", "source"],
-                   [[l["label"], l["rows"], l["imported_at"], l["snapshot_source"]] for l in labels])
+                   [[snapshot[key] for key in ("label", "rows", "imported_at", "snapshot_source")] for snapshot in labels])
     return Page("matrix", "Support matrix", [
         Section(f"Snapshot {label}", text=[
             f"{rows.height} rows for {', '.join(models) if models else 'every model'} on {len(tabs)} systems. "

@@ -10,7 +10,7 @@ together or not at all; every value written here was checked when the batch was 
 from __future__ import annotations
 
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import polars as pl
 
@@ -133,7 +133,7 @@ def _batch_row(prepared: PreparedBatch) -> dict:
         "meta_framework": _meta_field(prepared, "runtime", "framework"),
         "meta_image": _meta_field(prepared, "runtime", "image"),
         "meta_image_digest": _meta_field(prepared, "runtime", "image_digest"),
-        "started_at": prepared.started_at, "finished_at": datetime.now(timezone.utc),
+        "started_at": prepared.started_at, "finished_at": datetime.now(UTC),
     }
 
 

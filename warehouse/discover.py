@@ -46,8 +46,8 @@ class BatchSource:
 
     @property
     def key(self) -> str:
-        parts = [self.system, self.family, self.backend, self.version] if self.family else [self.system, self.backend, self.version]
-        return "/".join(parts)
+        where = [self.system, self.family] if self.family else [self.system]
+        return "/".join([*where, self.backend, self.version])
 
     def content_hash(self) -> str:
         """sha256 over the batch identity and every file's name and bytes (sorted)."""

@@ -7,8 +7,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from perfledger.schemas.catalog import Catalog, CatalogError, load_catalog
-from perfledger.warehouse.discover import BatchSource, DiscoveryFailure, discover
 from perfledger.warehouse.commit import CommitBuffer
+from perfledger.warehouse.discover import BatchSource, DiscoveryFailure, discover
 from perfledger.warehouse.lock import run_lock
 from perfledger.warehouse.prepare import BatchError, PreparedBatch, prepare_batch
 from perfledger.warehouse.store import Warehouse
@@ -54,7 +54,8 @@ class IngestReport:
         }
 
 
-def discover_all(sources: Iterable[str], catalog: Catalog, **identity: str | None) -> tuple[list[BatchSource], list[DiscoveryFailure]]:
+def discover_all(sources: Iterable[str], catalog: Catalog,
+                 **identity: str | None) -> tuple[list[BatchSource], list[DiscoveryFailure]]:
     found: list[BatchSource] = []
     failed: list[DiscoveryFailure] = []
     for source in sources:

@@ -11,7 +11,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -47,7 +47,7 @@ def run_lock(root: Path, *, timeout_s: float = 5.0, purpose: str = "write") -> I
         try:
             holder.write_text(json.dumps({
                 "pid": os.getpid(), "host": socket.gethostname(), "purpose": purpose,
-                "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "since": datetime.now(UTC).isoformat(timespec="seconds"),
             }))
             recover(root)
         except OSError as exc:

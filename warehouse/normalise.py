@@ -16,9 +16,9 @@ from datetime import datetime
 
 import polars as pl
 
+from perfledger.safe_io import quoted
 from perfledger.schemas.catalog import Catalog, TableSpec
 from perfledger.schemas.contracts import FINDING_SCHEMA, validate_rows
-from perfledger.safe_io import quoted
 from perfledger.warehouse.readers import ROW_INDEX, RawFile, SourceFileError, cell_text
 
 DESCRIPTIVE_NON_IDENTITY = ("framework", "version", "device")
@@ -54,7 +54,7 @@ class NormalisedTable:
     def __post_init__(self) -> None:
         self.rows_accepted = self.rows_accepted or self.curated.height
 
-    def without_curated(self) -> "NormalisedTable":
+    def without_curated(self) -> NormalisedTable:
         """The same outcome with the curated rows released (they are flushed separately)."""
         return NormalisedTable(self.family, self.curated.clear(), self.quarantine, self.advisories, self.duplicates,
                                self.rows_in, self.extra_columns, self.rows_accepted)

@@ -8,7 +8,7 @@ every value the commit writes is known good before the first write.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from perfledger.safe_io import InputFileError, load_json, load_yaml, quoted
@@ -192,7 +192,7 @@ def _check_meta_rows(meta: dict, table: str, rows_in: int, source: BatchSource) 
 
 def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
     """Read and type every file of the batch; raise BatchError on the first unusable file."""
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     meta_path = batch.folder / "collection_meta.yaml"
     meta = collection_meta(meta_path) if meta_path in batch.sidecars else {}
     reuse_path = batch.folder / "reuse.yaml"

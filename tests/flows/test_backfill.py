@@ -22,7 +22,8 @@ def test_backfill_is_idempotent(tmp_path: Path, prefect_server, shared_tree: Pat
     assert runner.invoke(app, ["run", "--config", str(config), "--json"]).exit_code == 0
     wh = Warehouse(tmp_path / "wh")
     versions = {n: wh.table_version(n) for n in ("ledger_cells", "ledger_events")}
-    args = ["backfill", "--since", "2000-01-01", "--systems", "b200_sxm", "--models", "kimi-k3", "--config", str(config), "--json"]
+    args = ["backfill", "--since", "2000-01-01", "--systems", "b200_sxm", "--models", "kimi-k3",
+            "--config", str(config), "--json"]
     for _ in range(2):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output

@@ -25,13 +25,15 @@ def contents(root: Path) -> dict[str, pl.DataFrame]:
     for name in names:
         frame = wh.read_curated(name.split("/", 1)[1]) if name.startswith("curated/") else wh.read_table(name)
         frame = frame.drop([c for c in frame.columns if c in VOLATILE])
-        sortable = [c for c in frame.columns if frame[c].dtype not in (pl.List, pl.Struct) and not isinstance(frame[c].dtype, (pl.List, pl.Struct))]
+        nested = (pl.List, pl.Struct)
+        sortable = [c for c in frame.columns if frame[c].dtype not in nested and not isinstance(frame[c].dtype, nested)]
         out[name] = frame.sort(sortable)
     return out
 
 
 def test_dask_runner_matches_local_run(tmp_path: Path, prefect_server, shared_tree: Path) -> None:
-    sources = [str(shared_tree / "b200_sxm" / "kda"), str(shared_tree / "h200_sxm" / "mla_bmm"), str(shared_tree / GEMM / "0.22.0")]
+    sources = [str(shared_tree / "b200_sxm" / "kda"), str(shared_tree / "h200_sxm" / "mla_bmm"),
+               str(shared_tree / GEMM / "0.22.0")]
     results = {}
     for runner in ("local", "dask"):
         cfg = load_pipeline_config(write_config(tmp_path / f"{runner}.yaml", sources=sources, models=["kimi-k3"],

@@ -113,7 +113,8 @@ def test_two_concurrent_ingests_one_waits_and_nothing_doubles(tmp_path: Path, sh
     for proc in procs:
         _start(proc)
     outputs = [proc.communicate(timeout=120) for proc in procs]
-    done = [json.loads(out.splitlines()[-1])["new_batches"] for (out, _), p in zip(outputs, procs, strict=True) if p.returncode == 0]
+    done = [json.loads(out.splitlines()[-1])["new_batches"]
+            for (out, _), p in zip(outputs, procs, strict=True) if p.returncode == 0]
     busy = [err for (_, err), p in zip(outputs, procs, strict=True) if p.returncode != 0]
     assert all("is busy: another run holds its lock" in err for err in busy) and len(done) >= 1
     batches = Warehouse(tmp_path / "wh").read_table("batches")

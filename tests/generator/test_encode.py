@@ -36,7 +36,8 @@ def test_encode_worker_is_rendered_with_its_role_flags(backend, prefix, mode):
     assert "--kv-transfer-config" not in args and "prefill" not in args and "decode" not in args
     service = _services(out.files)[f"{prefix}EncodeWorker"]
     assert service["replicas"] == 3 and "subComponentType" not in service
-    assert "python3 -m dynamo." + backend in " ".join(l for l in out.files["run_0.sh"].splitlines() if "encode" in l)
+    encode_lines = [line for line in out.files["run_0.sh"].splitlines() if "encode" in line]
+    assert "python3 -m dynamo." + backend in " ".join(encode_lines)
 
 
 def test_trtllm_encode_engine_file_has_no_kv_transceiver():

@@ -58,7 +58,8 @@ def pages():
     run = {"finished_at": "2026-01-01T00:00:00+00:00", "seconds": 2.5, "warehouse": "/wh",
            "ingest": {"batches": 3, "new_batches": 2, "rows_accepted": 100, "rows_quarantined": 3, "rows_duplicate": 1,
                       "failed_batches": [{"source": "/landing/x", "error": "empty file"}]},
-           "stages": [{"stage": "ingest", "status": "ran", "seconds": 1.5}, {"stage": "ledger", "status": "skipped", "seconds": 0.0}],
+           "stages": [{"stage": "ingest", "status": "ran", "seconds": 1.5},
+                      {"stage": "ledger", "status": "skipped", "seconds": 0.0}],
            "deployments": [{"name": "vllm_agg", "folder": "deployments/vllm_agg", "mode": "agg", "files": ["run_0.sh"]}]}
     ledgers = [{"slug": "ledger-kimi-k3", "title": "Ledger: moonshotai/Kimi-K3", "summary": "40 cells"}]
     return [index_page(run, built, ledgers, [("plots/coverage-kimi-k3.svg", "coverage")]), *built]
@@ -79,5 +80,6 @@ def test_pages_match_golden(fmt: str) -> None:
 def test_matrix_errors_show_the_tracebacks_last_line() -> None:
     from perfledger.reports.matrix_page import ERR_CHARS, short_error
 
-    assert short_error("Traceback (most recent call last):\\n  File \"x.py\"\\nValueError: no moe rows") == "ValueError: no moe rows"
+    stored_traceback = "Traceback (most recent call last):\\n  File \"x.py\"\\nValueError: no moe rows"
+    assert short_error(stored_traceback) == "ValueError: no moe rows"
     assert short_error(None) == "" and len(short_error("e" * 1000)) == ERR_CHARS

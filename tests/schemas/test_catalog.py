@@ -81,5 +81,6 @@ def test_delta_tables_accept_zero_and_negative_latency() -> None:
     spec = CATALOG.table("computescale_perf")
     frame = pl.DataFrame({"framework": ["v"], "version": ["1"], "device": ["d"], "op_name": ["compute_scale"],
                           "kernel_source": ["k"], "m": [1], "k": [2], "quant_dtype": ["fp8"], "latency": [-0.002],
-                          "power": [None], "power_limit": [None]}, schema_overrides={"power": pl.Float64, "power_limit": pl.Float64})
+                          "power": [None], "power_limit": [None]},
+                         schema_overrides={"power": pl.Float64, "power_limit": pl.Float64})
     assert validate_rows(spec, frame).is_empty()

@@ -14,8 +14,7 @@ import pytest
 from perfledger.warehouse.ingest import ingest
 from perfledger.warehouse.lock import WarehouseUnwritable, run_lock
 from perfledger.warehouse.store import Warehouse
-from tests.warehouse.conftest import (GEMM_HEADER, H200_VLLM, gemm_frame, gemm_line, snapshot, write_staging,
-                                      write_tree_table)
+from tests.warehouse.conftest import GEMM_HEADER, H200_VLLM, gemm_frame, gemm_line, snapshot, write_staging, write_tree_table
 
 GEMM_SLICE = "h200_sxm/gemm/sglang/0.5.14/gemm_perf.parquet"
 
@@ -119,7 +118,8 @@ def test_batch_yaml_identities_stay_as_written(tmp_path: Path, warehouse: Wareho
     ("collection_meta.yaml", "tables:\n  gemm_perf:\n    rows: ten\n", "tables.gemm_perf.rows: expected a row count"),
     ("collection_meta.yaml", "tables:\n- gemm_perf\n", "'tables' must be a mapping, found a list"),
     ("collection_meta.yaml", "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefg", "bcdefgh")),
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefg", "bcdefgh", strict=True)),
      "expands to more than"),
     ("collection_meta.yaml", "x: " + "[" * 5000 + "]" * 5000 + "\n", "collection_meta.yaml"),
     ("batch.yaml", "system: [h200_sxm, h100_sxm]\nbackend: vllm\nversion: 0.20.0\n", "system must be a single name"),

@@ -11,8 +11,7 @@ import pytest
 from perfledger.warehouse.ingest import ingest
 from perfledger.warehouse.lock import WarehouseBusy, run_lock
 from perfledger.warehouse.store import Warehouse
-from tests.warehouse.conftest import (GEMM_HEADER, H200_VLLM, gemm_frame, gemm_line, snapshot, write_staging,
-                                      write_tree_table)
+from tests.warehouse.conftest import GEMM_HEADER, H200_VLLM, gemm_frame, gemm_line, snapshot, write_staging, write_tree_table
 
 
 def _ingest_ok(warehouse: Warehouse, folder: Path):
@@ -58,7 +57,8 @@ def test_conflicting_repeated_keys_keep_the_first_and_record_the_spread(tmp_path
 
 
 def _assert_batch_fails_cleanly(warehouse: Warehouse, source: Path, message: str, **identity: str) -> None:
-    good = write_staging(source.parent / "good", "gemm_perf", GEMM_HEADER, [gemm_line(5)], batch=H200_VLLM | {"version": "0.19.0"})
+    good = write_staging(source.parent / "good", "gemm_perf", GEMM_HEADER, [gemm_line(5)],
+                         batch=H200_VLLM | {"version": "0.19.0"})
     _ingest_ok(warehouse, good)
     before = snapshot(warehouse)
     report = ingest([str(source)], warehouse, **identity)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import polars as pl
 from hypothesis import given, settings
@@ -16,7 +16,7 @@ CATALOG = load_catalog()
 
 
 def _lineage(family: str, backend: str = "sglang") -> Lineage:
-    return Lineage("b1", "h200_sxm", family, backend, "0.5.12", "x.parquet", datetime(2026, 1, 1, tzinfo=timezone.utc))
+    return Lineage("b1", "h200_sxm", family, backend, "0.5.12", "x.parquet", datetime(2026, 1, 1, tzinfo=UTC))
 
 
 def _raw(frame: pl.DataFrame) -> RawFile:

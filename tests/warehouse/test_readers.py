@@ -45,8 +45,8 @@ def test_header_with_other_columns_mid_file_fails_naming_the_line(tmp_path: Path
         read_staging_csv(path)
 
 
-@pytest.mark.parametrize("text, reason", [("", "empty file"), ("\n\n", "empty file"), (GEMM_HEADER + "\n", "a header but no rows"),
-                                          ("a,a\n1,2\n", "blank or repeated")])
+@pytest.mark.parametrize("text, reason", [("", "empty file"), ("\n\n", "empty file"),
+                                          (GEMM_HEADER + "\n", "a header but no rows"), ("a,a\n1,2\n", "blank or repeated")])
 def test_unusable_csv_files_fail_with_reason(tmp_path: Path, text: str, reason: str) -> None:
     path = tmp_path / "gemm_perf.txt"
     path.write_text(text)

@@ -71,8 +71,9 @@ def test_campaign_staging_output_ingests_with_identity_from_folder_names(tmp_pat
     warehouse = Warehouse(tmp_path / "wh")
     report = ingest([str(shared_campaign)], warehouse)
     assert report.failed_batches == [] and report.new_batches == 5
-    lines = sum(sum(1 for l in p.read_text().splitlines()[1:] if l.strip()) for p in shared_campaign.glob("*/*_perf.txt"))
-    assert report.rows_accepted + report.rows_quarantined + report.rows_duplicate == lines
+    data_rows = sum(sum(1 for line in p.read_text().splitlines()[1:] if line.strip())
+                    for p in shared_campaign.glob("*/*_perf.txt"))
+    assert report.rows_accepted + report.rows_quarantined + report.rows_duplicate == data_rows
     inventory = curated_inventory(warehouse)
     assert {e["system"] for e in inventory} == {"a100_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm"}
     assert {(e["backend"], e["version"]) for e in inventory} == {("vllm", "0.20.0")}
