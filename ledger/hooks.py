@@ -58,14 +58,14 @@ def on_ingest(wh, batch_ids: list[str], lanes_dir=LANES_DIR) -> int:
     appended = 0
     meta = None
     for spec in load_all(lanes_dir):
-        lanes = tuple(l for l in spec.lanes if l.table in touched)
+        lanes = tuple(lane for lane in spec.lanes if lane.table in touched)
         if not lanes:
             continue
         meta = meta if meta is not None else read_meta(wh)
         sub = replace(spec, lanes=lanes)
         cells = derive_cells(sub, read_lane_tables(wh, sub, partitions=touched), meta)
         scope = pl.DataFrame(
-            [(l.lane_id, s, b, v) for l in lanes for s, b, v in touched[l.table]],
+            [(lane.lane_id, s, b, v) for lane in lanes for s, b, v in touched[lane.table]],
             schema=dict.fromkeys(SCOPE, pl.String), orient="row",
         )
         cells = cells.join(scope, on=SCOPE, how="semi")

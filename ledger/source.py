@@ -65,7 +65,7 @@ def read_lane_tables(wh, spec: ModelSpec, as_of: str | None = None,
     """
     present = set(wh.curated_tables())
     out: dict[str, pl.DataFrame] = {}
-    for table in dict.fromkeys(l.table for l in spec.lanes):
+    for table in dict.fromkeys(lane.table for lane in spec.lanes):
         if table not in present:
             continue
         columns = None if as_of is not None else lane_columns(spec, table, table_columns(wh, table))

@@ -101,7 +101,7 @@ class ModelSpec:
         for lane in self.lanes:
             if lane.lane_id == lane_id:
                 return lane
-        raise LaneSpecError(f"{self.path.name}: no lane {lane_id!r} (lanes: {', '.join(l.lane_id for l in self.lanes)})")
+        raise LaneSpecError(f"{self.path.name}: no lane {lane_id!r} (lanes: {', '.join(lane.lane_id for lane in self.lanes)})")
 
 
 @cache
@@ -204,8 +204,8 @@ def parse_spec(raw: Any, path: Path, columns: dict[str, frozenset[str]] | None =
         if not isinstance(raw, dict):
             raise LaneSpecError("top level: expected a mapping")
         systems = _strings(_need(raw, "systems", list, "top"), "systems")
-        lanes = tuple(_lane(l, f"lanes[{i}]", systems, columns) for i, l in enumerate(_need(raw, "lanes", list, "top")))
-        ids = [l.lane_id for l in lanes]
+        lanes = tuple(_lane(lane, f"lanes[{i}]", systems, columns) for i, lane in enumerate(_need(raw, "lanes", list, "top")))
+        ids = [lane.lane_id for lane in lanes]
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:
             raise LaneSpecError(f"lanes: duplicate lane id(s) {dup}")

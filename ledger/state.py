@@ -31,7 +31,7 @@ def spec_key(spec: ModelSpec) -> str:
 
 def inputs_key(wh, spec: ModelSpec) -> str:
     """A digest of the spec and the current versions of every table the model's cells depend on."""
-    versions = {t: wh.table_version(t, curated=True) for t in sorted({l.table for l in spec.lanes})}
+    versions = {t: wh.table_version(t, curated=True) for t in sorted({lane.table for lane in spec.lanes})}
     versions |= {t: wh.table_version(t) for t in ("batches", "batch_tables")}
     return _digest({"spec": spec_key(spec), "versions": versions})
 
@@ -62,7 +62,7 @@ def fresh_cells(wh, spec: ModelSpec) -> pl.DataFrame | None:
         return None
     cells = read_or_empty(wh, CELLS_TABLE, schema=CELLS_SCHEMA)
     cells = cells.filter(pl.col("model") == spec.model) if cells.height else cells
-    order = [l.lane_id for l in spec.lanes]
+    order = [lane.lane_id for lane in spec.lanes]
     return (cells.select(list(CELLS_SCHEMA)).cast(CELLS_SCHEMA)
             .with_columns(_o=pl.col("lane").replace_strict(order, list(range(len(order))), default=len(order)))
             .sort(["_o", "system", "backend", "version"]).drop("_o"))

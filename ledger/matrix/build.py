@@ -219,5 +219,6 @@ def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Est
                 if cell not in memory:
                     memory[cell] = memory_gap(spec, *cell, rules)
                 status, err, source = ("FAIL", memory[cell], "") if memory[cell] else (status, err, source)
-            rows.append(dict(zip(rules.columns, (spec.model, spec.architecture, *cell, mode, status, err, command, source), strict=True)))
+            values = (spec.model, spec.architecture, *cell, mode, status, err, command, source)
+            rows.append(dict(zip(rules.columns, values, strict=True)))
     return pl.DataFrame(rows, schema=dict.fromkeys(rules.columns, pl.String))

@@ -28,7 +28,8 @@ def labels(wh) -> pl.DataFrame:
     """label, rows, imported_at, snapshot_source per stored snapshot, oldest first."""
     table = read_or_empty(wh, MATRIX_TABLE)
     if not table.height:
-        return pl.DataFrame(schema={"label": pl.String, "rows": pl.UInt32, "imported_at": pl.String, "snapshot_source": pl.String})
+        return pl.DataFrame(schema={"label": pl.String, "rows": pl.UInt32, "imported_at": pl.String,
+                                    "snapshot_source": pl.String})
     return table.group_by("label").agg(rows=pl.len(), imported_at=pl.col("imported_at").max(),
                                        snapshot_source=pl.col("snapshot_source").first()).sort("imported_at")
 

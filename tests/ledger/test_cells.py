@@ -15,7 +15,7 @@ K3 = find_spec("kimi-k3")
 
 
 def tables(root):
-    return {t: read_tree_table(root, t) for t in dict.fromkeys(l.table for l in K3.lanes)}
+    return {t: read_tree_table(root, t) for t in dict.fromkeys(lane.table for lane in K3.lanes)}
 
 
 @pytest.fixture(scope="module")

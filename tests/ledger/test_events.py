@@ -24,8 +24,8 @@ def test_classify(before, after, ks_b, ks_a, bb, ba, kind):
 
 
 def cells(rows: list[tuple]) -> pl.DataFrame:
-    data = [{"model": "m", "lane": l, "table": "t", "system": s, "backend": "sglang", "version": "1", "rows": n,
-             "kernel_sources": ks, "batch_ids": b} for l, s, n, ks, b in rows]
+    data = [{"model": "m", "lane": lane, "table": "t", "system": s, "backend": "sglang", "version": "1", "rows": n,
+             "kernel_sources": ks, "batch_ids": b} for lane, s, n, ks, b in rows]
     frame = pl.DataFrame(data)
     return frame.with_columns([pl.lit(None, t).alias(c) for c, t in CELLS_SCHEMA.items() if c not in frame.columns])
 

@@ -134,7 +134,8 @@ def test_k3_and_v3_on_a_vllm_cell_with_module_tables_pass_through_the_module(bui
     wins = {}
     for model, mode in product(("kimi-k3", "deepseek-v3"), ("agg", "disagg")):
         for key, choice in choices_of(model, mode).items():
-            tier, _, option = resolve_choice(choice, "vllm", lambda n: pricer.need(n, CELL), lambda t: weakest(t, RULES.source_tiers))
+            tier, _, option = resolve_choice(choice, "vllm", lambda need: pricer.need(need, CELL),
+                                             lambda t: weakest(t, RULES.source_tiers))
             wins[(model, mode, *key)] = (tier, option.label)
     assert wins[("kimi-k3", "disagg", "mla_context_attention", "context")] == ("silicon", "mla_context_module")
     assert wins[("deepseek-v3", "agg", "mla_generation_attention", "generation")] == ("silicon", "mla_generation_module")
@@ -203,11 +204,13 @@ def test_a_data_gap_names_the_table_and_slice():
 
 def test_hw_rule_uses_the_system_spec():
     v3 = find_spec("deepseek-v3")
-    assert hw_gap(v3, "a100_sxm", load_spec("a100_sxm").flops) == "a100_sxm has no FP8 tensor cores, required by deepseek-ai/DeepSeek-V3"
+    assert hw_gap(v3, "a100_sxm", load_spec("a100_sxm").flops) == (
+        "a100_sxm has no FP8 tensor cores, required by deepseek-ai/DeepSeek-V3")
     assert hw_gap(v3, "h100_sxm", load_spec("h100_sxm").flops) is None
     assert hw_gap(v3, "b60", {}) is None  # listed in rules.yaml as emulating fp8 in software
     k3 = find_spec("kimi-k3")  # rules.yaml unsupported_quants: SM89 kernels cannot run MXFP4 MoE
-    assert hw_gap(k3, "l40s", load_spec("l40s").flops) == "l40s kernels do not support moe quant w4a16_mxfp4, required by moonshotai/Kimi-K3"
+    assert hw_gap(k3, "l40s", load_spec("l40s").flops) == (
+        "l40s kernels do not support moe quant w4a16_mxfp4, required by moonshotai/Kimi-K3")
     assert hw_gap(k3, "h100_sxm", load_spec("h100_sxm").flops) is None
 
 
@@ -217,9 +220,11 @@ def test_hw_rule_takes_dtypes_from_quant_labels_fp4_named_first():
     from perfledger.ledger.matrix.build import required_dtypes
 
     v3 = find_spec("deepseek-v3")
-    nvfp4 = dataclasses.replace(v3, matrix=dataclasses.replace(v3.matrix, requires=(), quant={"gemm": "fp8_block", "moe": "nvfp4"}))
+    fp4_matrix = dataclasses.replace(v3.matrix, requires=(), quant={"gemm": "fp8_block", "moe": "nvfp4"})
+    nvfp4 = dataclasses.replace(v3, matrix=fp4_matrix)
     assert required_dtypes(nvfp4) == ["fp4", "fp8"]
-    assert hw_gap(nvfp4, "h100_sxm", load_spec("h100_sxm").flops) == "h100_sxm has no FP4 tensor cores, required by deepseek-ai/DeepSeek-V3"
+    assert hw_gap(nvfp4, "h100_sxm", load_spec("h100_sxm").flops) == (
+        "h100_sxm has no FP4 tensor cores, required by deepseek-ai/DeepSeek-V3")
     assert required_dtypes(find_spec("kimi-k3")) == []  # w4a16_mxfp4 runs on bf16 tensor cores
 
 
@@ -275,11 +280,13 @@ def test_explain_cli_counts_disagreements_by_reason(root, built):
     result = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", head, "--warehouse", str(root), "--json"])
     assert result.exit_code == 0, result.stdout
     payload = json.loads(result.stdout)
-    assert (payload["model"], payload["ours"], payload["imported"], payload["agree"]) == ("moonshotai/Kimi-K3", "perfledger", head, 4)
+    summary = (payload["model"], payload["ours"], payload["imported"], payload["agree"])
+    assert summary == ("moonshotai/Kimi-K3", "perfledger", head, 4)
     assert payload["by_reason"] == [{"transition": "only imported", "keys": 232,
                                      "reason": "key not in our warehouse (no collected partition for that backend/version)"}]
     text = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", head, "--warehouse", str(root)])
-    assert "  232  only imported: key not in our warehouse (no collected partition for that backend/version)" in text.stdout.splitlines()
+    only_imported = "  232  only imported: key not in our warehouse (no collected partition for that backend/version)"
+    assert only_imported in text.stdout.splitlines()
     missing = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", "no-such-label", "--warehouse", str(root), "--json"])
     assert missing.exit_code == 2 and "no support-matrix snapshot labelled 'no-such-label'" in missing.stdout
 
@@ -295,16 +302,16 @@ def test_reasons_bucket_both_sides():
         "lane kda has no collected rows"
     assert reason_of("FAIL", "Traceback ...\\nValueError: Unsupported moe quant mode 'nvfp4' for system=h100_sxm", "") == \
         "unsupported moe quant nvfp4"
-    assert reason_of("FAIL", "qkv_proj (context, gemm_perf): no gemm_perf rows for b200_sxm/sglang/0.5.10 in warehouse w", "") == \
-        "no gemm_perf rows for that system/backend/version"
+    assert reason_of("FAIL", "qkv_proj (context, gemm_perf): no gemm_perf rows for b200_sxm/sglang/0.5.10 in warehouse w",
+                     "") == "no gemm_perf rows for that system/backend/version"
     assert reason_of("HW_INCOMPATIBLE", "l40s kernels do not support moe quant w4a16_mxfp4, required by m", "") == \
         "hardware: kernels lack moe quant w4a16_mxfp4"
     assert reason_of("FAIL", "kda_scan (context): no alternative priced: [1] flashkda_fwd: not used by trtllm (only vllm); "
                      "[2] chunk_kda: not used by trtllm (only sglang) [+1 more unpriced: lane kda]", "") == \
         "needs.yaml has no kda_scan option for trtllm"
     assert reason_of("FAIL", "kda_scan (context): no alternative priced: [1] flashkda_fwd: not used by sglang (only vllm); "
-                     "[2] chunk_kda (context, kda_perf): kda_perf l40s/sglang/0.5.16: no rows for kernel_source=chunk_kda", "") == \
-        "no option of kda_scan priced for that system/backend/version"
+                     "[2] chunk_kda (context, kda_perf): kda_perf l40s/sglang/0.5.16: no rows for kernel_source=chunk_kda",
+                     "") == "no option of kda_scan priced for that system/backend/version"
     assert reason_of("HYBRID_PASS", "", "xshape") == "HYBRID_PASS (xshape)"
     assert reason_of("FAIL", "Traceback\\nKeyError: 'x'", "") == "FAIL: KeyError: 'x'"
 
@@ -325,7 +332,8 @@ def test_the_command_column_replays_one_row(root, built):
 
 def test_a_filtered_build_never_replaces_the_full_snapshot(root):
     runner = CliRunner()
-    refused = runner.invoke(app, ["matrix", "build", "qwen3-235b-a22b", "--system", "h200_sxm", "--warehouse", str(root), "--json"])
+    refused = runner.invoke(app, ["matrix", "build", "qwen3-235b-a22b", "--system", "h200_sxm", "--warehouse", str(root),
+                                  "--json"])
     assert refused.exit_code == 2 and "replace the full 'perfledger' snapshot" in refused.stdout
     nothing = runner.invoke(app, ["matrix", "build", "qwen3-235b-a22b", "--system", "b200_sxm", "--no-store",
                                   "--warehouse", str(root), "--json"])

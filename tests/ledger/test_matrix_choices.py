@@ -187,7 +187,7 @@ def test_k3_on_trtllm_prices_the_estimators_plan_and_fails_on_the_kda_lane():
         cell = (system, "trtllm", "1.3.0rc20")
 
         def win(choice, c=cell):
-            tier, err, option = resolve_choice(choice, c[1], lambda n: pricer.need(n, c), lambda t: weakest(t, TIERS))
+            tier, err, option = resolve_choice(choice, c[1], lambda need: pricer.need(need, c), lambda t: weakest(t, TIERS))
             return tier, option.label if option else err
 
         got = {(n.name, n.phase): win(n) if isinstance(n, Choice) else pricer.any(n, cell)[0] for n in needs}

@@ -29,7 +29,7 @@ K3 = find_spec("kimi-k3")
 
 @pytest.fixture(scope="module")
 def context():
-    cells = derive_cells(K3, {t: read_tree_table(SHARED_DATA, t) for t in dict.fromkeys(l.table for l in K3.lanes)})
+    cells = derive_cells(K3, {t: read_tree_table(SHARED_DATA, t) for t in dict.fromkeys(lane.table for lane in K3.lanes)})
     earlier = cells.with_columns(pl.when(pl.col("system") == "l40s").then(pl.col("rows") + 22).otherwise(pl.col("rows"))
                                  .alias("rows"))
     events = pl.concat([derive_events(pl.DataFrame(), earlier, ["b0"], "2026-08-01T00:00:00+00:00"),

@@ -68,7 +68,7 @@ def context(warehouse):
     from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.estimator.session import Estimator
 
-    cells = derive_cells(K3, {t: read_tree_table(SHARED_DATA, t) for t in dict.fromkeys(l.table for l in K3.lanes)},
+    cells = derive_cells(K3, {t: read_tree_table(SHARED_DATA, t) for t in dict.fromkeys(lane.table for lane in K3.lanes)},
                          read_meta(warehouse))
     head = read_matrix(MATRIX_STATES / "head-095f58a")
     est = Estimator(WarehouseSource(warehouse.root))
@@ -88,9 +88,9 @@ def test_golden(context, fmt):
 def test_failed_cells_show_in_the_inventory(context):
     text = render(context, "md")
     assert "| moe.k3 | l40s | vllm 0.24.0 |" in text
-    line = next(l for l in text.splitlines() if l.startswith("| moe.k3 | l40s | vllm 0.24.0 |"))
+    line = next(row for row in text.splitlines() if row.startswith("| moe.k3 | l40s | vllm 0.24.0 |"))
     assert "failed" in line and "5 failed cases" in line
-    line = next(l for l in text.splitlines() if l.startswith("| moe.k3 | b200_sxm | sglang 0.5.14 |"))
+    line = next(row for row in text.splitlines() if row.startswith("| moe.k3 | b200_sxm | sglang 0.5.14 |"))
     assert "| 6156 |" in line and "2 failed cases" in line
 
 

@@ -15,7 +15,7 @@ def test_real_specs_load():
     assert {"moonshotai/Kimi-K3", "deepseek-ai/DeepSeek-V3"} <= set(specs)
     k3 = specs["moonshotai/Kimi-K3"]
     assert k3.architecture == "KimiK3ForConditionalGeneration"
-    assert [l.lane_id for l in k3.lanes] == ["kda", "moe.k3", "mla_bmm.96fam", "megamoe.module"]
+    assert [lane.lane_id for lane in k3.lanes] == ["kda", "moe.k3", "mla_bmm.96fam", "megamoe.module"]
     assert len(k3.systems) == 8
     assert k3.lane("moe.k3").suffix_rule.suffix == "_situ_as_silu"
 
@@ -35,7 +35,8 @@ def mutate(tmp_path: Path, change) -> Path:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda r: r["lanes"][1]["filter"].update(hidden_sz=3584), r"bad.yaml: lanes\[1\].filter.hidden_sz: column 'hidden_sz' does not exist in table moe_perf"),
+    (lambda r: r["lanes"][1]["filter"].update(hidden_sz=3584),
+     r"bad.yaml: lanes\[1\].filter.hidden_sz: column 'hidden_sz' does not exist in table moe_perf"),
     (lambda r: r["lanes"][0].update(table="kda_prf"), r"bad.yaml: lanes\[0\].table: 'kda_prf' is not a table"),
     (lambda r: r["lanes"][0]["expect"][0].update(version=0.5), r"bad.yaml: lanes\[0\].expect\[0\].version: expected str"),
     (lambda r: r["lanes"][2]["expect"][0].update(systems=["mi300x"]), r"bad.yaml: lanes\[2\].expect\[0\].systems: \['mi300x'\]"),

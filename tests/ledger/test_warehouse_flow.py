@@ -8,12 +8,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from perfledger.cli import app
 from perfledger.ledger.hooks import on_ingest
 from perfledger.ledger.record import stored_events
-from perfledger.cli import app
-from tests.ledger.curated import MATRIX_STATES, SHARED_DATA
 from perfledger.warehouse.ingest import ingest
 from perfledger.warehouse.store import Warehouse
+from tests.ledger.curated import MATRIX_STATES, SHARED_DATA
 
 pytestmark = pytest.mark.xdist_group("ledger-test_warehouse_flow")
 
@@ -96,11 +96,13 @@ def test_decide_matrix_and_report(flow, tmp_path):
                "--lane", "kda", "--warehouse", root, "--json")[0] == 0
     assert cli("ledger", "decide", "kimi-k3", "--date", "2026-08-04", "--text", "x", "--lane", "nope",
                "--warehouse", root, "--json")[0] == 2
-    code, doc = cli("matrix", "import", str(MATRIX_STATES / "k3-merge-a77804e"), "--label", "k3-merge", "--warehouse", root, "--json")
+    code, doc = cli("matrix", "import", str(MATRIX_STATES / "k3-merge-a77804e"), "--label", "k3-merge",
+                    "--warehouse", root, "--json")
     assert code == 0 and doc["rows"] == 13032 and doc["models"]["moonshotai/Kimi-K3"] == 228
     code, doc = cli("matrix", "import", str(MATRIX_STATES / "head-095f58a"), "--label", "head", "--warehouse", root, "--json")
     assert code == 0 and doc["by_status"]["PASS"] == 7367
-    assert cli("matrix", "count", "--model", "moonshotai/Kimi-K3", "--label", "k3-merge", "--warehouse", root, "--json")[1]["rows"] == 228
+    k3_merge = cli("matrix", "count", "--model", "moonshotai/Kimi-K3", "--label", "k3-merge", "--warehouse", root, "--json")
+    assert k3_merge[1]["rows"] == 228
     assert cli("matrix", "count", "--model", "moonshotai/Kimi-K3", "--warehouse", root, "--json")[1]["rows"] == 236
     code, doc = cli("matrix", "compare", "k3-merge", "head", "--warehouse", root, "--json")
     assert code == 1 and (doc["added"], doc["removed"]) == (3400, 2024)
@@ -126,7 +128,8 @@ def test_bad_input_exit_codes(flow, tmp_path):
     assert code == 1 and "b200_sxm.csv:2: column Status: unknown status 'GREAT'" in doc["error"]
     assert cli("matrix", "compare", str(bad), "head", "--warehouse", flow["root"], "--json")[0] == 2
     assert cli("ledger", "build", "no-such-model", "--warehouse", flow["root"], "--json")[0] == 1
-    assert cli("ledger", "report", "kimi-k3", "--format", "pdf", "--out", str(tmp_path / "x"), "--warehouse", flow["root"])[0] == 2
+    pdf = cli("ledger", "report", "kimi-k3", "--format", "pdf", "--out", str(tmp_path / "x"), "--warehouse", flow["root"])
+    assert pdf[0] == 2
     empty = tmp_path / "empty-wh"
     code, doc = cli("ledger", "build", "kimi-k3", "--warehouse", str(empty), "--json")
     assert code == 1 and "no curated tables" in doc["error"]
