@@ -14,8 +14,8 @@ import polars as pl
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency
-from perfledger.estimator.models.config import ModelConfig, resolve_model
-from perfledger.estimator.models.plans.registry import MODELS_YAML, PLANS, catalog, load_model
+from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
+from perfledger.estimator.models.plans.registry import PLANS, load_model
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 
 
@@ -54,13 +54,13 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
     `model` is an HF id looked up in the model-config folders, or a ModelConfig read from a given path."""
     config = resolve_model(model)
     m = load_model(config)
-    plan = PLANS[m["kind"]]
+    plan, backends = PLANS[m.family["kind"]], m.family.get("backends")
     quants = resolve_quants(config, d.backend, {"gemm": d.gemm_quant, "moe": d.moe_quant,
                                                 "kv": d.kv_quant, "fmha": d.fmha_quant})
     d = replace(d, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
-    if m.get("backends") and d.backend not in m["backends"]:
-        raise UnsupportedModelError(f"{config.name}: the {m['kind']} layer plan is assembled for backends "
-                                    f"{', '.join(m['backends'])} only ({MODELS_YAML.name} `backends`), not {d.backend}")
+    if backends and d.backend not in backends:
+        raise UnsupportedModelError(f"{config.name}: the {m.family['kind']} layer plan is assembled for backends "
+                                    f"{', '.join(backends)} only ({MODELS_YAML.name} `backends`), not {d.backend}")
     if plan.check is not None:
         plan.check(m, d, config)
     spec = est.spec(d.system)

@@ -4,6 +4,7 @@ Every consumer (static plans, memory, DSA prefill, MLA module rows, the matrix n
 model through here, so a user-given `--model-config PATH` and a looked-up `--model` name behave the same.
 Names are looked up as `<org>--<name>_config.json` in `settings.model_config_dirs()` (the installed wheel's
 model_configs/, then the reference data's); a path is an HF `config.json` or a folder holding one.
+`model_dims` turns a config into the typed `ModelDims` through models.yaml's `dims` map (config key -> dim).
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from perfledger import settings
 from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.models.config_expr import ConfigExprError
+
+MODELS_YAML = Path(__file__).with_name("models.yaml")
 
 
 @dataclass(frozen=True)
@@ -111,3 +116,39 @@ def config_dims(config: dict, source: str, fields: dict[str, list], spec: str) -
     if not dims.get("head_dim"):
         dims["head_dim"] = dims["hidden"] // dims["heads"]
     return dims
+
+
+@cache
+def catalog() -> dict:
+    """models.yaml: the dims map, the architectures (plan kind + parameters), decode stride, unsupported ones."""
+    return yaml.safe_load(MODELS_YAML.read_text())
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """A model's shape, one field per entry of models.yaml's `dims` map (tests/estimator/test_model_dims.py keeps
+    the two in step), so plans and the memory model read typed attributes; 0 where the config has no such part."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int  # hidden // heads where the config gives none
+    layers: int
+    vocab: int
+    inter: int  # dense MLP width
+    experts: int  # routed experts
+    topk: int
+    moe_inter: int
+    shared: int  # shared experts
+    q_lora: int
+    kv_lora: int
+    rope_dim: int
+    nope_dim: int
+    v_head_dim: int
+    index_heads: int  # DSA indexer
+    index_head_dim: int
+
+
+def model_dims(model: ModelConfig) -> ModelDims:
+    """The model's dims from its HF config through models.yaml's `dims` map (a missing key: ConfigExprError)."""
+    return ModelDims(**config_dims(model.config, str(model.path), catalog()["dims"], MODELS_YAML.name))

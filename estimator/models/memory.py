@@ -21,7 +21,8 @@ from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.models.config import ModelConfig, resolve_model
 from perfledger.estimator.models.config_expr import ConfigExprError
 from perfledger.estimator.models.config_expr import evaluate as evaluate_expr
-from perfledger.estimator.models.plans.registry import model_dims as plan_dims
+from perfledger.estimator.models.plans.registry import priced_model
+from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.quant.profiles import quant_profile
 
 MEMORY_YAML = Path(__file__).with_name("memory.yaml")
@@ -80,25 +81,24 @@ def evaluate(expr: str, names: dict, where: str) -> float:
         raise MemoryModelError(str(exc)) from None
 
 
-def model_dims(model: ModelConfig) -> tuple[str, dict]:
-    """(architecture, dims): the model's dims as its layer plan reads them (models/plans/registry.py), plus
-    head_size = head_dim (hidden // heads when the config has none)."""
+def sized_model(model: ModelConfig) -> tuple[str, PricedModel]:
+    """(architecture, its PricedModel: what its layer plan reads too); a config missing a dim is a MemoryModelError."""
     try:
-        dims = plan_dims(model)
+        return model.architecture, priced_model(model)
     except ConfigExprError as exc:
         raise MemoryModelError(str(exc)) from None
-    return model.architecture, {**dims, "head_size": dims["head_dim"]}
 
 
-def weight_bytes(arch: str, dims: dict, quants: dict[str, str]) -> list[tuple[str, float]]:
-    """(term, bytes per GPU) for every weight term of the architecture (memory.yaml)."""
+def weight_bytes(arch: str, names: dict, quants: dict[str, str]) -> list[tuple[str, float]]:
+    """(term, bytes per GPU) for every weight term of the architecture (memory.yaml); `names`: what its
+    expressions read (the model's `as_mapping()` and the deployment's parallelism)."""
     entry = _architecture(arch)
     out = []
     for term in entry["weights"]:
         role = term["quant"]
-        label = "bfloat16" if dims.get(term.get("bf16_if", "")) else quants.get(role, role)
+        label = "bfloat16" if names.get(term.get("bf16_if", "")) else quants.get(role, role)
         per_element = quant_profile("moe" if role == "moe" else "gemm", label).memory
-        out.append((term["name"], evaluate(term["elements"], dims, f"{MEMORY_YAML.name} {arch}.{term['name']}") * per_element))
+        out.append((term["name"], evaluate(term["elements"], names, f"{MEMORY_YAML.name} {arch}.{term['name']}") * per_element))
     return out
 
 
@@ -117,17 +117,17 @@ def kv_budget_bytes(rule: dict, version: str, capacity: float, non_kv: float) ->
     return (capacity - non_kv) * fraction * scale if rule["of_free"] else capacity * fraction * scale - non_kv
 
 
-def footprint(arch: str, dims: dict, system_doc: dict, backend: str, *, tp: int, moe_tp: int, moe_ep: int,
+def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, tp: int, moe_tp: int, moe_ep: int,
               quants: dict[str, str], batch: int, seq_tokens: int, tokens: int, version: str = "",
               source: str = "system yaml") -> Memory:
-    """The per-GPU memory of one replica shard (pure: config dims, the parsed system YAML, the deployment).
+    """The per-GPU memory of one replica shard (pure: the model, the parsed system YAML, the deployment).
 
     seq_tokens: KV slots per sequence (isl + osl); tokens: tokens in one forward pass (activations);
     version: the backend version (vLLM's default memory fraction depends on it)."""
     doc, entry = _doc(), _architecture(arch)
     if backend not in doc["backends"]:
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
-    names = {**dims, "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep}
+    dims, names = model.dims, {**model.as_mapping(), "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep}
     terms = weight_bytes(arch, names, quants)
     kv_label = quants.get("kv", "bfloat16")
     if kv_label not in doc["kv_bytes"]:
@@ -139,11 +139,11 @@ def footprint(arch: str, dims: dict, system_doc: dict, backend: str, *, tp: int,
     kv = batch * (seq_tokens * per_token + per_request)
     be, tp8 = doc["backends"][backend], min(tp, 8)
     coeffs = be["coefficients"].get(entry["family"], be["coefficients"]["default"])
-    width = dims["heads"] * dims["head_size"]
+    width = dims.heads * dims.head_dim
     act = 2 * tokens * width * coeffs[tp8]
-    if entry["family"] in doc["moe_workspace"] and dims.get("experts"):
-        ws = dims["hidden"] if be.get("workspace_width") == "hidden" else width
-        act += tokens * ws * dims["experts"] * dims["topk"] / moe_ep / 128 * 4
+    if entry["family"] in doc["moe_workspace"] and dims.experts:
+        ws = dims.hidden if be.get("workspace_width") == "hidden" else width
+        act += tokens * ws * dims.experts * dims.topk / moe_ep / 128 * 4
     act = max(act, be["min_bytes"]) * (1 + be["activation_overhead"])
     try:
         capacity = float(system_doc["gpu"]["mem_capacity"])
@@ -162,9 +162,9 @@ def deployment_memory(model: str | ModelConfig, system: str, backend: str, *, tp
     """IO edge: read the model's HF config and the system YAML, then `footprint`.
 
     tokens defaults to batch × isl (one prefill pass); KV holds isl + osl tokens per sequence."""
-    arch, dims = model_dims(resolve_model(model))
+    arch, sized = sized_model(resolve_model(model))
     spec_path = Path(load_spec(system).source)
-    return footprint(arch, dims, yaml.safe_load(spec_path.read_text()), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
+    return footprint(arch, sized, yaml.safe_load(spec_path.read_text()), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
                      quants=quants, batch=batch, seq_tokens=isl + osl, tokens=batch * isl if tokens is None else tokens,
                      version=version, source=str(spec_path))
 

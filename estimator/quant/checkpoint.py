@@ -8,6 +8,7 @@ them. Precedence per quant: an explicit flag, else the checkpoint, else the YAML
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -42,13 +43,22 @@ def attention_bf16(globs: list[str], rules: dict) -> dict[str, bool]:
     return {name: any(m in g for g in globs for m in ms) for name, ms in groups.items()}
 
 
-def unquantized_dims(model: ModelConfig) -> dict:
-    """What the checkpoint keeps in bf16 (checkpoint_quant.yaml `unquantized_modules`): `attention_bf16` (projection
-    group -> bool), the same as `<group>_bf16` flags, and `shared_bf16`; static plans and memory.yaml read these."""
+@dataclass(frozen=True)
+class Unquantized:
+    """What the checkpoint keeps in bf16 (checkpoint_quant.yaml `unquantized_modules`); static plans and memory.yaml read it."""
+
+    attention: dict[str, bool]  # attention projection group -> kept unquantized
+    shared: bool  # the shared experts
+
+    def flags(self) -> dict[str, bool]:
+        """memory.yaml's `bf16_if` names: `<group>_bf16` per attention projection group and `shared_bf16`."""
+        return {**{f"{group}_bf16": bf16 for group, bf16 in self.attention.items()}, "shared_bf16": self.shared}
+
+
+def unquantized_parts(model: ModelConfig) -> Unquantized:
+    """The checkpoint's unquantized attention groups and shared experts, from its exclusion globs."""
     rules, globs = rules_doc()["unquantized_modules"], exclusion_globs(model)
-    groups = attention_bf16(globs, rules)
-    return {"attention_bf16": groups, **{f"{group}_bf16": bf16 for group, bf16 in groups.items()},
-            "shared_bf16": any(rules["shared_experts"] in g for g in globs)}
+    return Unquantized(attention_bf16(globs, rules), any(rules["shared_experts"] in g for g in globs))
 
 
 def _quant_config(cfg: dict, hf: dict, r: dict) -> dict:

@@ -114,10 +114,10 @@ def test_dsa_module_ops_match_reference(wheel_est, oracle, system, backend, vers
 def test_full_fraction_and_module_quant_come_from_the_checkpoint():
     """GLM-5.2's indexer_types give 21/78 full layers; GLM-5 has none (all full); the FP8 checkpoint keeps attention bf16."""
     glm52, glm5 = load_model("zai-org/GLM-5.2"), load_model("zai-org/GLM-5-FP8")
-    assert glm52["full_frac"] == pytest.approx(21 / 78) and glm5["full_frac"] == 1.0
-    assert _module_quant(glm5, "fp8_block") == "bfloat16" and not glm5["shared_bf16"]
-    assert load_model("nvidia/GLM-5.2-NVFP4")["shared_bf16"]  # hf_quant_config excludes shared experts
-    assert _module_quant(load_model("zai-org/GLM-5"), "fp8_block") == "fp8_block"  # nothing excluded
+    assert glm52.plan_dims.full_frac == pytest.approx(21 / 78) and glm5.plan_dims.full_frac == 1.0
+    assert _module_quant(glm5.unquantized.attention, "fp8_block") == "bfloat16" and not glm5.unquantized.shared
+    assert load_model("nvidia/GLM-5.2-NVFP4").unquantized.shared  # hf_quant_config excludes shared experts
+    assert _module_quant(load_model("zai-org/GLM-5").unquantized.attention, "fp8_block") == "fp8_block"  # nothing excluded
 
 
 @pytest.mark.parametrize("globs,expected", [
@@ -131,10 +131,10 @@ def test_attention_exclusion_globs(globs, expected):
 
 
 def test_mixed_exclusions_key_the_module_by_the_o_projection():
-    m = {"attention_bf16": {"q": True, "kv": True, "o": False, "indexer": True}}
-    assert _module_quant(m, "nvfp4") == "nvfp4"
-    m["attention_bf16"]["o"] = True
-    assert _module_quant(m, "nvfp4") == "bfloat16"
+    attention_bf16 = {"q": True, "kv": True, "o": False, "indexer": True}
+    assert _module_quant(attention_bf16, "nvfp4") == "nvfp4"
+    attention_bf16["o"] = True
+    assert _module_quant(attention_bf16, "nvfp4") == "bfloat16"
 
 
 @pytest.mark.aic

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
 
@@ -74,7 +76,7 @@ def test_an_unknown_mla_form_in_models_yaml_is_named():
     from perfledger.estimator.models.plans.registry import load_model
 
     m = load_model(K3)
-    m = {**m, "backends": {"sglang": {**m["backends"]["sglang"], "mla": "fused"}}}
+    m = replace(m, family={**m.family, "backends": {"sglang": {**m.family["backends"]["sglang"], "mla": "fused"}}})
     with pytest.raises(ValueError, match="models.yaml: Kimi-K3 backend sglang: mla must be module or split, not 'fused'"):
         k3_ops(m, Deploy(*L40S, tp=8, moe_ep=8, moe_quant="w4a16_mxfp4"), 8, True, 1, 8)
 

@@ -97,7 +97,7 @@ def test_k3_trtllm_silicon_misses_the_896_expert_moe_like_reference(wheel_est, o
 
 def test_trtllm_plan_is_sglangs_split_plan():
     """models.yaml: trtllm shares the sglang plan (split MLA, chunk_kda, conv update + packed recurrent, decode onorm)."""
-    backends = load_model(K3)["backends"]
+    backends = load_model(K3).family["backends"]
     assert backends["trtllm"] == backends["sglang"]
     assert backends["trtllm"]["mla"] == "split" and backends["trtllm"]["kda_scan"] == "chunk_kda"
 

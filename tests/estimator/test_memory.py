@@ -16,14 +16,15 @@ from perfledger.estimator.models.memory import (
     deployment_memory,
     evaluate,
     footprint,
-    model_dims,
+    sized_model,
 )
+from perfledger.estimator.models.priced import PricedModel
 
 BF16 = {"gemm": "bfloat16", "moe": "bfloat16", "kv": "bfloat16"}
 
 
-def dims_of(model: str) -> tuple[str, dict]:
-    return model_dims(model_config(model))
+def dims_of(model: str) -> tuple[str, PricedModel]:
+    return sized_model(model_config(model))
 
 
 def system_doc(system: str) -> dict:
@@ -87,7 +88,7 @@ def test_bad_input_names_file_and_key():
         footprint(arch, dims, {"gpu": {}}, "vllm", tp=1, moe_tp=1, moe_ep=1, quants=BF16, batch=1, seq_tokens=1,
                   tokens=1, source="sys.yaml")
     with pytest.raises(MemoryModelError, match=r"cfg.json: none of \[.num_attention_heads.\] present \(models.yaml dims.heads\)"):
-        model_dims(ModelConfig("cfg.json", Path("cfg.json"), {"hidden_size": 8}, {}))
+        sized_model(ModelConfig("cfg.json", Path("cfg.json"), {"hidden_size": 8}, {}))
 
 
 def test_kimi_k3_does_not_fit_eight_b200s_but_fits_eight_b300s():

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from perfledger import settings
-from perfledger.estimator.models.config import read_config
-from perfledger.estimator.models.plans.registry import PLANS, catalog, load_model
+from perfledger.estimator.models.config import catalog, read_config
+from perfledger.estimator.models.plans.registry import PLANS, load_model
 from perfledger.estimator.static import Deploy
 from perfledger.ledger.matrix.choices import Choice
 from perfledger.ledger.matrix.needs import derive_needs, load_needs, model_dims
@@ -56,10 +56,10 @@ def asked(needs, backend: str) -> set[tuple[str, str | None]]:
 def test_every_plan_op_is_a_need_of_its_architecture(architecture):
     config = config_of(architecture)
     m, doc = load_model(config), load_needs()
-    plan = PLANS[m["kind"]]
+    plan = PLANS[m.family["kind"]]
     needs = [n for mode in doc["deployments"]
              for n in derive_needs(architecture, model_dims(config.config, config.path.name, doc["dims"]), {}, mode)]
-    for backend in m.get("backends") or BACKENDS:
+    for backend in m.family.get("backends") or BACKENDS:
         deploy = Deploy("h200_sxm", backend, "0", tp=8, moe_ep=8, **BF16)
         planned = plan_ops(plan.ops(m, deploy, 256, True, 1, 384)) | plan_ops(plan.ops(m, deploy, 64, False, 64, 512))
         missing = planned - asked(needs, backend)
@@ -71,7 +71,7 @@ def test_a_plan_op_the_needs_lack_is_found():
     config = config_of("KimiK3ForConditionalGeneration")
     m = load_model(config)
     deploy = Deploy("h200_sxm", "sglang", "0", tp=8, moe_ep=8, **BF16)
-    planned = plan_ops(PLANS[m["kind"]].ops(m, deploy, 64, False, 64, 512))
+    planned = plan_ops(PLANS[m.family["kind"]].ops(m, deploy, 64, False, 64, 512))
     doc = load_needs()
     needs = [n for n in derive_needs(config.architecture, model_dims(config.config, config.path.name, doc["dims"]), {},
                                      "agg") if n.name != "kda_decode"]

@@ -14,46 +14,59 @@ The op list (names, shapes, quants, repeat counts) reproduces what aiconfigurato
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
+from perfledger.estimator.models.priced import PricedModel
 
 
-def dims(model: ModelConfig, family: dict) -> dict:
+@dataclass(frozen=True)
+class GlmDims:
+    """GLM-5's dims beyond models.yaml's: the share of layers that run the indexer."""
+
+    full_frac: float
+
+
+def dims(model: ModelConfig, family: dict) -> GlmDims:
     """The indexer full-layer share: `indexer_types` entries equal to the family's full marker (1.0 if absent)."""
     kinds = model.config.get("indexer_types") or []
-    return {"full_frac": kinds.count(family["full_indexer"]) / len(kinds) if kinds else 1.0}
+    return GlmDims(kinds.count(family["full_indexer"]) / len(kinds) if kinds else 1.0)
 
 
-def _module_quant(m: dict, gemm_quant: str) -> str:
-    """The DSA module rows carry one GEMM quant: the common one, else the o projection's (the largest)."""
-    modes = {g: "bfloat16" if bf16 else gemm_quant for g, bf16 in m["attention_bf16"].items()}
+def _module_quant(attention_bf16: dict[str, bool], gemm_quant: str) -> str:
+    """The DSA module rows carry one GEMM quant: the common one, else the o projection's (the largest).
+    `attention_bf16`: the checkpoint's unquantized attention projection groups."""
+    modes = {g: "bfloat16" if bf16 else gemm_quant for g, bf16 in attention_bf16.items()}
     return next(iter(set(modes.values()))) if len(set(modes.values())) == 1 else modes["o"]
 
 
-def ops(m: dict, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
+def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
     """(name, op, query, scale) for one GLM-5 forward pass at `tokens` tokens (scale = layer count)."""
-    h, L, tp = m["hidden"], m["layers"], d.tp
+    dims, own, family, tp = m.dims, m.plan_dims, m.family, d.tp
+    h, L = dims.hidden, dims.layers
     base = {"system": d.system, "backend": d.backend, "version": d.version}
     gemm = lambda n, k, quant: {**base, "quant": quant, "m": tokens, "n": n, "k": k}  # noqa: E731
     mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
-    frac = m["full_frac"] if d.backend in m.get("skip_indexer_backends", ()) else 1.0
-    attn = {**base, "architecture": m["dsa_architecture"], "kv_quant": d.kv_quant,
-            "gemm_quant": _module_quant(m, d.gemm_quant), "heads": m["heads"] // tp, "batch": batch, "full_frac": frac}
+    frac = own.full_frac if d.backend in family.get("skip_indexer_backends", ()) else 1.0
+    attn = {**base, "architecture": family["dsa_architecture"], "kv_quant": d.kv_quant,
+            "gemm_quant": _module_quant(m.unquantized.attention, d.gemm_quant), "heads": dims.heads // tp, "batch": batch,
+            "full_frac": frac}
     attention = (("dsa_context_module", {**attn, "isl": seq, "prefix": 0}) if context
                  else ("dsa_generation_module", {**attn, "seq": seq}))
-    inter, shared_q = m["moe_inter"] // d.moe_tp, "bfloat16" if m["shared_bf16"] else d.gemm_quant
+    inter, shared_q = dims.moe_inter // d.moe_tp, "bfloat16" if m.unquantized.shared else d.gemm_quant
     shared = [("shared_gate_up_gemm", "gemm", gemm(2 * inter, h, shared_q), L),
               ("shared_act_gate", "mem", mem(2 * inter, inter), L),
               ("shared_ffn2_gemm", "gemm", gemm(h, inter, shared_q), L)]
-    moe = {**base, "quant": d.moe_quant, "distribution": m["distribution"], "gated": True, "topk": m["topk"],
-           "experts": m["experts"], "hidden": h, "inter": m["moe_inter"], "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
+    moe = {**base, "quant": d.moe_quant, "distribution": family["distribution"], "gated": True, "topk": dims.topk,
+           "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
     dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
-    routed = [("router_gemm", "gemm", gemm(m["experts"], h, "bfloat16"), L), ("moe_pre_dispatch", "allreduce", dispatch, L),
+    routed = [("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L), ("moe_pre_dispatch", "allreduce", dispatch, L),
               ("moe", "moe", moe, L), ("moe_post_dispatch", "allreduce", dispatch, L)]
     ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
            ("add_norm_1", "mem", mem(2 * h, 2 * h), L),
            ("attention", attention[0], attention[1], L),
            ("add_norm_2", "mem", mem(2 * h, 2 * h), L)]
     ops += shared + routed if context else [("moe_overlap", "overlap", {"groups": [routed, shared]}, 1)]
-    ops.append(("logits_gemm", "gemm", {**gemm(m["vocab"] // tp, h, "bfloat16"), "m": batch}, 1))
+    ops.append(("logits_gemm", "gemm", {**gemm(dims.vocab // tp, h, "bfloat16"), "m": batch}, 1))
     return ops

@@ -10,65 +10,63 @@ from __future__ import annotations
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
+from perfledger.estimator.models.priced import PricedModel
 
 
-def dims(model: ModelConfig, family: dict) -> dict:
-    """No dims beyond models.yaml's `dims`."""
-    return {}
-
-
-def ops(m: dict, d, tokens: int, context: bool, batch: int, seq: int, *, moe: bool) -> list[tuple[str, str, dict, float]]:
+def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int, *, moe: bool) -> list[tuple[str, str, dict, float]]:
     """(name, op, query, scale) for one forward pass at `tokens` tokens (quants already resolved); `moe`: the
     MLP is a routed MoE block (plan `moe`), else a dense gated MLP (plan `dense`)."""
-    L, h, tp = m["layers"], m["hidden"], d.tp
+    dims, tp = m.dims, d.tp
+    L, h = dims.layers, dims.hidden
     base = {"system": d.system, "backend": d.backend, "version": d.version}
     # Router and logits GEMMs stay bf16 in a quantized checkpoint; the o / down projections read an already
     # quantized input (fp8_static: no scale_matrix pass), as 0.12.0 prices them.
     gemm = lambda mm, n, k, quant=None, lp=False: {**base, "quant": quant or d.gemm_quant, "m": mm, "n": n, "k": k,  # noqa: E731
                                                    "low_precision_input": lp}
-    heads, kv_heads = m["heads"] // tp, max(m["kv_heads"] // tp, 1)
+    heads, kv_heads = dims.heads // tp, max(dims.kv_heads // tp, 1)
     ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
            ("add_norm_1", "mem", {"bytes": elementwise_bytes(2 * h, 2 * h, tokens)}, L),
-           ("qkv_gemm", "gemm", gemm(tokens, (heads + 2 * kv_heads) * m["head_dim"], h), L)]
+           ("qkv_gemm", "gemm", gemm(tokens, (heads + 2 * kv_heads) * dims.head_dim, h), L)]
+    attn = {**base, "kv_quant": d.kv_quant, "head_dim": dims.head_dim, "window": 0, "kv_heads": kv_heads, "heads": heads,
+            "batch": batch, "lane_defaults": True}
     if context:
-        ops.append(("attention", "attention", {**base, "fmha_quant": d.fmha_quant, "kv_quant": d.kv_quant, "head_dim": m["head_dim"],
-                                               "window": 0, "kv_heads": kv_heads, "heads": heads, "isl": seq, "batch": batch,
-                                               "qk_norm": bool(m.get("qk_norm", False)), "lane_defaults": True}, L))
+        ops.append(("attention", "attention", {**attn, "fmha_quant": d.fmha_quant, "isl": seq,
+                                               "qk_norm": bool(m.family.get("qk_norm", False))}, L))
     else:
-        ops.append(("attention", "generation_attention", {**base, "kv_quant": d.kv_quant, "head_dim": m["head_dim"], "window": 0,
-                                                          "kv_heads": kv_heads, "heads": heads, "batch": batch, "seq": seq,
-                                                          "lane_defaults": True}, L))
-    ops += [("proj_gemm", "gemm", gemm(tokens, h, heads * m["head_dim"], lp=True), L),
+        ops.append(("attention", "generation_attention", {**attn, "seq": seq}, L))
+    ops += [("proj_gemm", "gemm", gemm(tokens, h, heads * dims.head_dim, lp=True), L),
             ("add_norm_2", "mem", {"bytes": elementwise_bytes(2 * h, 2 * h, tokens)}, L)]
     ar = {**base, "tp": tp, "elements": tokens * h}
     if not moe:
-        inter = m["inter"] // tp
+        inter = dims.inter // tp
         ops += [("gate_ffn1_gemm", "gemm", gemm(tokens, 2 * inter, h), L),
                 ("act_gate", "mem", {"bytes": elementwise_bytes(2 * inter, inter, tokens)}, L),
                 ("ffn2_gemm", "gemm", gemm(tokens, h, inter, lp=True), L),
                 ("ar_1", "allreduce", ar, L), ("ar_2", "allreduce", ar, L)]
     else:
-        moe = {**base, "quant": d.moe_quant, "distribution": m["distribution"], "gated": True, "topk": m["topk"],
-               "experts": m["experts"], "hidden": h, "inter": m["moe_inter"], "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
+        moe = {**base, "quant": d.moe_quant, "distribution": m.family["distribution"], "gated": True, "topk": dims.topk,
+               "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
         dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
-        ops += [("router_gemm", "gemm", gemm(tokens, m["experts"], h, "bfloat16"), L), ("moe_pre_dispatch", "allreduce", dispatch, L),
-                ("moe", "moe", moe, L), ("moe_post_dispatch", "allreduce", dispatch, L)]
+        ops += [("router_gemm", "gemm", gemm(tokens, dims.experts, h, "bfloat16"), L),
+                ("moe_pre_dispatch", "allreduce", dispatch, L), ("moe", "moe", moe, L),
+                ("moe_post_dispatch", "allreduce", dispatch, L)]
     ops.append(("embedding_ar", "allreduce", ar, 1))
     if not context or not moe:
-        ops.append(("logits_gemm", "gemm", gemm(batch, m["vocab"] // tp, h, "bfloat16"), 1))
+        ops.append(("logits_gemm", "gemm", gemm(batch, dims.vocab // tp, h, "bfloat16"), 1))
     return ops
 
 
-def check(m: dict, d, model: ModelConfig) -> None:
+def check(m: PricedModel, d, model: ModelConfig) -> None:
     """A block-quantized MoE whose per-GPU intermediate size splits a weight block is no valid deployment
     (models.yaml `moe_block_alignment`; 0.12.0 rejects it too), so it is refused instead of priced."""
-    rule = m.get("moe_block_alignment")
+    rule = m.family.get("moe_block_alignment")
     if not rule or d.moe_quant != rule["quant"]:
         return
     config = model.path
     qcfg = model.config.get("quantization_config") or {}
     block = int((qcfg.get("weight_block_size") or [rule["default_block"]])[0])
-    if (m["moe_inter"] // d.moe_tp) % block:
-        raise UnsupportedModelError(f"{config}: moe_intermediate_size {m['moe_inter']} / moe_tp {d.moe_tp} = "
-                                    f"{m['moe_inter'] // d.moe_tp} is not a multiple of the {d.moe_quant} weight block "
+    per_gpu = m.dims.moe_inter // d.moe_tp
+    if per_gpu % block:
+        raise UnsupportedModelError(f"{config}: moe_intermediate_size {m.dims.moe_inter} / moe_tp {d.moe_tp} = "
+                                    f"{per_gpu} is not a multiple of the {d.moe_quant} weight block "
                                     f"{block} (quantization_config.weight_block_size); use a smaller moe_tp or moe_ep")

@@ -1,7 +1,8 @@
 """Layer-plan registry: models.yaml names each architecture's plan (`kind`); this maps kinds to plan modules.
 
-A plan module provides `dims(model, family)` (dims beyond models.yaml's `dims`), `ops(m, deploy, tokens, context,
-batch, seq)` (the op list of one forward pass) and optionally `check(m, deploy, model)` (deployments it refuses).
+A plan module provides `ops(m, deploy, tokens, context, batch, seq)` (the op list of one forward pass over a
+`PricedModel`) and optionally `dims(model, family)` (its own dims dataclass, for shapes beyond models.yaml's
+`dims`) and `check(m, deploy, model)` (deployments it refuses).
 Adding an architecture is a models.yaml entry naming a registered plan, or one new plan module registered here.
 """
 
@@ -9,39 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, partial
-from pathlib import Path
-
-import yaml
+from functools import partial
+from typing import Any
 
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
-from perfledger.estimator.models.config import ModelConfig, config_dims, resolve_model
+from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, model_dims, resolve_model
 from perfledger.estimator.models.config_expr import ConfigExprError
 from perfledger.estimator.models.plans import glm5, gqa, kimi_k3
-from perfledger.estimator.quant.checkpoint import unquantized_dims
-
-MODELS_YAML = Path(__file__).parents[1] / "models.yaml"
+from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.quant.checkpoint import unquantized_parts
 
 
 @dataclass(frozen=True)
 class LayerPlan:
-    dims: Callable[[ModelConfig, dict], dict]
     ops: Callable[..., list[tuple[str, str, dict, float]]]
-    check: Callable[[dict, object, ModelConfig], None] | None = None
+    dims: Callable[[ModelConfig, dict], Any] | None = None
+    check: Callable[[PricedModel, object, ModelConfig], None] | None = None
 
 
 PLANS = {
-    "dense": LayerPlan(gqa.dims, partial(gqa.ops, moe=False), gqa.check),
-    "moe": LayerPlan(gqa.dims, partial(gqa.ops, moe=True), gqa.check),
-    "kimi_k3": LayerPlan(kimi_k3.dims, kimi_k3.ops),
-    "glm5": LayerPlan(glm5.dims, glm5.ops),
+    "dense": LayerPlan(partial(gqa.ops, moe=False), check=gqa.check),
+    "moe": LayerPlan(partial(gqa.ops, moe=True), check=gqa.check),
+    "kimi_k3": LayerPlan(kimi_k3.ops, dims=kimi_k3.dims),
+    "glm5": LayerPlan(glm5.ops, dims=glm5.dims),
 }
-
-
-@cache
-def catalog() -> dict:
-    """models.yaml: the dims map, the architectures (plan kind + parameters), decode stride, unsupported ones."""
-    return yaml.safe_load(MODELS_YAML.read_text())
 
 
 def family(model: ModelConfig) -> dict:
@@ -59,27 +51,20 @@ def family(model: ModelConfig) -> dict:
     return entry
 
 
-def layer_plan(model: ModelConfig) -> LayerPlan | None:
-    """The model's registered layer plan, or None when models.yaml does not price its architecture."""
-    entry = catalog()["architectures"].get(model.architecture)
-    return PLANS.get(entry["kind"]) if entry else None
+def priced_model(model: ModelConfig) -> PricedModel:
+    """The model as its static plan and the memory model read it: models.yaml dims, its family entry, the
+    checkpoint's unquantized parts and the plan's own dims (no family or plan dims where models.yaml prices none)."""
+    entry = catalog()["architectures"].get(model.architecture) or {}
+    plan = PLANS.get(entry.get("kind"))
+    plan_dims = plan.dims(model, entry) if plan is not None and plan.dims is not None else None
+    return PricedModel(model.name, model_dims(model), entry, unquantized_parts(model), plan_dims)
 
 
-def model_dims(model: ModelConfig) -> dict:
-    """Dims of one model, shared by its static plan and the memory model: models.yaml `dims`, the checkpoint's
-    unquantized parts, then the layer plan's own dims (when models.yaml prices the architecture)."""
-    dims = {**config_dims(model.config, str(model.path), catalog()["dims"], MODELS_YAML.name), **unquantized_dims(model)}
-    if (plan := layer_plan(model)) is not None:
-        dims.update(plan.dims(model, catalog()["architectures"][model.architecture]))
-    return dims
-
-
-def load_model(model: str | ModelConfig) -> dict:
-    """The plan's view of a model (an HF id or a read config): its dims merged with its models.yaml entry and name."""
+def load_model(model: str | ModelConfig) -> PricedModel:
+    """The plan's view of a model (an HF id or a read config); an architecture no plan prices is a typed error."""
     model = resolve_model(model)
-    entry = family(model)
+    family(model)
     try:
-        dims = model_dims(model)
+        return priced_model(model)
     except ConfigExprError as exc:
         raise EstimatorError(str(exc)) from None
-    return {**dims, **entry, "name": model.name}
