@@ -66,7 +66,10 @@ def register(app: typer.Typer) -> None:
         else:
             used = "  ".join(f"{q}={v['quant']}({v['source']})" for q, v in out["quants"].items())
             mem = out["memory"]
-            held = f"  memory={mem['total']:.1f}/{mem['capacity']:.1f} GiB per GPU" + ("" if mem["fits"] else " (does not fit)") if mem else ""
+            held = ""
+            if mem:
+                fit_note = "" if mem["fits"] else " (does not fit)"
+                held = f"  memory={mem['total']:.1f}/{mem['capacity']:.1f} GiB per GPU{fit_note}"
             typer.echo(f"ttft_ms={out['ttft_ms']:.4f}  tpot_ms={out['tpot_ms']:.4f}  {used}{held}")
 
     @est_app.command("prefill-dsa")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-from typing import Optional
 
 import typer
 
@@ -36,7 +35,8 @@ def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, 
         else:
             absent = [k for k, v in base.items() if v is None]
             if absent:
-                fail(f"missing option(s): {', '.join('--' + a.replace('_', '-') for a in absent)}", code=EXIT_USAGE, as_json=as_json)
+                flags = ", ".join("--" + a.replace("_", "-") for a in absent)
+                fail(f"missing option(s): {flags}", code=EXIT_USAGE, as_json=as_json)
             frame = pl.DataFrame({k: [v] for k, v in base.items()})
         try:
             rows = estimate(est, op, frame, mode=mode.lower()).to_dicts()
@@ -97,7 +97,7 @@ def _priced(compute, as_json: bool, bad_usage: str | None) -> dict:
         fail(str(exc), as_json=as_json)
 
 
-_STR, _INT = Optional[str], Optional[int]
+_STR, _INT = str | None, int | None
 
 # Per-op query options, in query-column order: (name, type, option). The shared tail (mode, data,
 # warehouse, queries, json) is added by _op_command.
@@ -108,8 +108,9 @@ OP_OPTIONS = {
         ("m", _INT, typer.Option(None, help="Tokens (rows of A)")),
         ("n", _INT, typer.Option(None, help="Output features")),
         ("k", _INT, typer.Option(None, help="Input features")),
-        ("low_precision_input", bool, typer.Option(False, "--low-precision-input",
-                                                   help="fp8_static: the input is already low precision (also minus scale_matrix)")),
+        ("low_precision_input", bool, typer.Option(
+            False, "--low-precision-input",
+            help="fp8_static: the input is already low precision (also minus scale_matrix)")),
     ]),
     "moe": ('MoE block latency: {"latency_ms", "sol_ms", "source"}.', [
         ("system", _STR, SYSTEM), ("backend", _STR, BACKEND), ("version", _STR, VERSION),

@@ -222,6 +222,7 @@ def refresh_estimates(root: Path, scenarios_path: Path, models: dict[str, Scenar
             stamp = stored["priced_at"][0] if stored.height else None
         report = {"as_of_previous": stamp, "models": {name: models[name].hf_id for name in wanted},
                   "gate": gate(current, previous, gate_cfg["warn_pct"], gate_cfg["fail_pct"]), "sweeps": sweeps}
-        frame = estimates_frame(report, priced_at=datetime.now(UTC).isoformat(timespec="microseconds"), priced_from=table_versions(wh), compared_with=compared_with)
+        priced_at = datetime.now(UTC).isoformat(timespec="microseconds")
+        frame = estimates_frame(report, priced_at=priced_at, priced_from=table_versions(wh), compared_with=compared_with)
         version = wh.write_table(ESTIMATES_TABLE, frame, mode="overwrite")
     return {**report, "version": version}

@@ -45,7 +45,8 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
         elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
             out[name] = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
         else:
-            out[name] = float(estimate(est, op, pl.DataFrame({k: [v] for k, v in query.items()}), mode=mode)["latency_ms"][0]) * scale
+            query_frame = pl.DataFrame({k: [v] for k, v in query.items()})
+            out[name] = float(estimate(est, op, query_frame, mode=mode)["latency_ms"][0]) * scale
     return out
 
 

@@ -98,7 +98,8 @@ def _leaves(g: Grid):
 
         walk(g.tree, ())
         pts = np.log2(np.maximum(np.asarray(coords, dtype=np.float64), 1e-9))
-        util = np.array([g.sol(dict(zip(g.axes, c, strict=True))) / lat if lat > 0 else 0.0 for c, lat in zip(coords, lats, strict=True)])
+        util = np.array([g.sol(dict(zip(g.axes, c, strict=True))) / lat if lat > 0 else 0.0
+                         for c, lat in zip(coords, lats, strict=True)])
         g._leaves = (pts, util)
     return g._leaves
 

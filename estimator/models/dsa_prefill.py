@@ -89,7 +89,8 @@ def prefill_dsa(est, model: str, system: str, backend: str, version: str, *, isl
            for m in ("top_last", "flat")}
     topk = _at(top["top_last"], "glm5_topk", isl, batch, prefix) / cp - _at(top["flat"], "glm5_topk", chunk, batch, prefix)
     latent = sum(cfg[k] for k in dflt["latent_keys"])
-    ag_index = _op(est, "comm", system=system, op="all_gather", quant="half", num_gpus=cp, elements=tokens * cfg[dflt["index_head_dim_key"]])
+    index_dim = cfg[dflt["index_head_dim_key"]]
+    ag_index = _op(est, "comm", system=system, op="all_gather", quant="half", num_gpus=cp, elements=tokens * index_dim)
     ag_latent = _op(est, "comm", system=system, op="all_gather", quant="half", num_gpus=cp, elements=tokens * latent)
     full = base + mqa + topk + ag_index + ag_latent
     w = full_fraction(cfg, dflt)
@@ -107,8 +108,9 @@ def prefill_dsa(est, model: str, system: str, backend: str, version: str, *, isl
     comm = sum(_op(est, "comm", system=system, op=op, quant="half", num_gpus=group, elements=tokens * h) for op in pair)
     layers, k = cfg["num_hidden_layers"], cfg.get("first_k_dense_replace", 0)
     moe_layer = dsa + moe + comm
-    out = {"base_kernel": kernel, "per_layer": {"dsa_base": base, "dsa_mqa_delta": mqa, "dsa_topk_delta": topk, "dsa_allgather_index": ag_index,
-                         "dsa_allgather_latent": ag_latent, **skip_parts, "dsa": dsa, "moe": moe, "comm": comm, "layer": moe_layer},
+    per_layer = {"dsa_base": base, "dsa_mqa_delta": mqa, "dsa_topk_delta": topk, "dsa_allgather_index": ag_index,
+                 "dsa_allgather_latent": ag_latent, **skip_parts, "dsa": dsa, "moe": moe, "comm": comm, "layer": moe_layer}
+    out = {"base_kernel": kernel, "per_layer": per_layer,
            "full_layer_fraction": w, "num_layers": layers, "prefill_ms": moe_layer * layers}
     if dense_first_k:
         inter = cfg["intermediate_size"] // moe_tp

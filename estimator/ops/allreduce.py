@@ -65,15 +65,16 @@ class CustomAllReduceModel(OpModel):
     def _curve(self, est, key, shared: bool = True) -> tuple[int, pl.DataFrame]:
         """(GPU count m that prices tp, its message-size curve in file order); a typed miss otherwise."""
         system, tp = key["system"], int(key["tp"])
+        backend, version = key["backend"], key["version"]
         rows = est.memo(
-            ("allreduce_rows", system, key["backend"], key["version"], shared),
-            lambda: graph_rows(est.table(system, key["backend"], key["version"], self.table, shared=shared, dedupe=False), system),
+            ("allreduce_rows", system, backend, version, shared),
+            lambda: graph_rows(est.table(system, backend, version, self.table, shared=shared, dedupe=False), system),
         )
         counts = sorted(rows["num_gpus"].unique().to_list())
         m = priced_count(tp, counts)
         curve = rows.filter(pl.col("num_gpus") == m)
         if not curve.height:
-            raise NoDataError(f"{self.table} {system}/{key['backend']}/{key['version']}: no rows for num_gpus={m} (have {counts})")
+            raise NoDataError(f"{self.table} {system}/{backend}/{version}: no rows for num_gpus={m} (have {counts})")
         return m, curve
 
     def silicon(self, est, key, q):

@@ -153,6 +153,7 @@ class KdaModel(OpModel):
         if key["phase"] == "generation":
             sol = lambda b: self.sol(est, key, Queries(batch=b, seq=np.ones(len(b))))  # noqa: E731
             return eval_curve(*found, q["batch"], sol)
-        lat = np.array([evaluate(found, {"batch": float(b), "seq": float(s)})[0] for b, s in zip(q["batch"], q["seq"], strict=True)],
+        lat = np.array([evaluate(found, {"batch": float(b), "seq": float(s)})[0]
+                        for b, s in zip(q["batch"], q["seq"], strict=True)],
                        dtype=np.float64)
         return lat, ~np.isfinite(lat)

@@ -16,7 +16,10 @@ from perfledger.estimator.quant.profiles import quant_profile, util_level
 MIN_LATENCY_MAX_TOKENS = 128  # trtllm nvfp4 gated MoE probes its min-latency kernel table up to here
 FEATURES = ("topk", "num_experts", "hidden_size", "inter_size")
 FEATURE_KEYS = ("topk", "experts", "hidden", "inter")
-SHAPE = {"topk": "topk", "experts": "num_experts", "hidden": "hidden_size", "inter": "inter_size", "tp": "moe_tp_size", "ep": "moe_ep_size"}
+SHAPE = {
+    "topk": "topk", "experts": "num_experts", "hidden": "hidden_size", "inter": "inter_size",
+    "tp": "moe_tp_size", "ep": "moe_ep_size",
+}
 
 
 class MoeModel(OpModel):
@@ -124,7 +127,8 @@ class MoeModel(OpModel):
                 span = log_spans(slices[quant])
                 feats = min(slices[quant], key=lambda f: feature_distance(f, query_feats, span))
             best = feats
-            slice_key = {**key, "quant": quant, **dict(zip(FEATURE_KEYS, best, strict=True)), "gated": gating[(quant, tuple(best))]}
+            slice_key = {**key, "quant": quant, **dict(zip(FEATURE_KEYS, best, strict=True)),
+                         "gated": gating[(quant, tuple(best))]}
             sol_key = {**slice_key, "quant": key["quant"]} if same_profile else slice_key
             sol_key = {**sol_key, "gated": key["gated"]}
             return self._grid(est, key, slice_key, sol_key, shared)

@@ -95,8 +95,10 @@ def _weights_label(weights: dict, table: list, with_group: bool) -> str | None:
     """The first table row matching a config group's weight spec (bits, type substring, optional group size)."""
     bits, kind = weights.get("num_bits"), str(weights.get("type", "")).lower()
     for row in table:
-        if bits == row["bits"] and row["type"] in kind and (not with_group or row.get("group_size") in (None, weights.get("group_size"))):
-            block = row.get("block_label") and (str(weights.get("strategy", "")).lower() == "block" or weights.get("block_structure"))
+        group_ok = not with_group or row.get("group_size") in (None, weights.get("group_size"))
+        if bits == row["bits"] and row["type"] in kind and group_ok:
+            block_weights = str(weights.get("strategy", "")).lower() == "block" or weights.get("block_structure")
+            block = row.get("block_label") and block_weights
             return row["block_label"] if block else row["label"]
     return None
 
@@ -121,6 +123,11 @@ def _is_expert(target: str, marks: dict) -> bool:
     return marks["not"] not in t and (any(m in t for m in marks["any"]) or t.endswith(marks["endswith"]))
 
 
+def _named_algo(section: dict):
+    """The algorithm a per-layer / config-group section names, under any of its key spellings."""
+    return section.get("quant_algo") or section.get("quantization_algo") or section.get("quant_method")
+
+
 def _mixed_precision(qc: dict, hf: dict, dynamic: bool | None, r: dict) -> dict[str, str]:
     """ModelOpt per-layer algorithms, split into routed experts (MoE) and everything else (GEMM)."""
     mp = r["mixed_precision"]
@@ -133,10 +140,10 @@ def _mixed_precision(qc: dict, hf: dict, dynamic: bool | None, r: dict) -> dict[
 
     for layers in (hf.get("quantized_layers"), qc.get("quantized_layers")):
         for target, meta in (layers or {}).items():
-            add(target, meta.get("quant_algo") or meta.get("quantization_algo") or meta.get("quant_method") if isinstance(meta, dict) else meta)
+            add(target, _named_algo(meta) if isinstance(meta, dict) else meta)
     for group in (qc.get("config_groups") or {}).values():
         w = (group or {}).get("weights") or {}
-        algo = norm(w.get("quant_algo") or w.get("quantization_algo") or w.get("quant_method")) or _weights_label(w, mp["group_bits"], True)
+        algo = norm(_named_algo(w)) or _weights_label(w, mp["group_bits"], True)
         for target in (group or {}).get("targets") or [] if algo else []:
             add(target, algo)
     out = {}

@@ -39,7 +39,8 @@ class Oracle:
         op = GEMM("g", 1.0, int(n), int(k), self.common.GEMMQuantMode[quant], low_precision_input=bool(low_precision_input))
         return self.run(self.handle(system, backend, version, mode), op, m)
 
-    def moe(self, system, backend, version, quant, distribution, gated, topk, experts, hidden, inter, tp, ep, tokens, mode="SILICON"):
+    def moe(self, system, backend, version, quant, distribution, gated, topk, experts, hidden, inter, tp, ep, tokens,
+            mode="SILICON"):
         from aiconfigurator_core.sdk.operations import MoE
 
         op = MoE("moe", 1.0, int(hidden), int(inter), int(topk), int(experts), int(tp), int(ep),
@@ -66,7 +67,8 @@ class Oracle:
                                    use_qk_norm=bool(qk_norm))
         handle = self.handle(system, backend, version, mode)
         try:
-            return handle.evaluate_ops_json(self.build([op]), is_context=True, batch_size=int(batch), s=int(isl), x=int(batch * isl))[0][1]
+            return handle.evaluate_ops_json(self.build([op]), is_context=True, batch_size=int(batch), s=int(isl),
+                                            x=int(batch * isl))[0][1]
         except Exception as exc:
             if "PerfDataNotAvailable" in type(exc).__name__ or "Empirical" in type(exc).__name__:
                 return None
@@ -79,7 +81,8 @@ class Oracle:
                                       window_size=int(window), head_size=int(head_dim))
         handle = self.handle(system, backend, version)
         try:
-            return handle.evaluate_ops_json(self.build([op]), is_context=False, batch_size=int(batch), s=int(seq), x=int(batch))[0][1]
+            return handle.evaluate_ops_json(self.build([op]), is_context=False, batch_size=int(batch), s=int(seq),
+                                            x=int(batch))[0][1]
         except Exception as exc:
             if "PerfDataNotAvailable" in type(exc).__name__:
                 return None
@@ -91,7 +94,8 @@ class Oracle:
 
         q = self.common
         if op == "context_mla":
-            o = core.ContextMLA("a", 1.0, int(row["heads"]), q.KVCacheQuantMode[row["kv_quant"]], q.FMHAQuantMode[row["fmha_quant"]])
+            o = core.ContextMLA("a", 1.0, int(row["heads"]), q.KVCacheQuantMode[row["kv_quant"]],
+                                q.FMHAQuantMode[row["fmha_quant"]])
             ctx, b, s, x = True, row["batch"], row["isl"], row["batch"] * row["isl"]
         elif op == "generation_mla":
             o = core.GenerationMLA("g", 1.0, int(row["heads"]), q.KVCacheQuantMode[row["kv_quant"]])

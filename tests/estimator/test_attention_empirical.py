@@ -33,7 +33,8 @@ def _ours(est, op: str, row: dict, mode: str):
 def _ref_generation(oracle, row: dict, mode: str):
     from aiconfigurator_core import _aiconfigurator_core as core
 
-    op = core.GenerationAttention("g", 1.0, int(row["heads"]), int(row["kv_heads"]), oracle.common.KVCacheQuantMode[row["kv_quant"]],
+    op = core.GenerationAttention("g", 1.0, int(row["heads"]), int(row["kv_heads"]),
+                                  oracle.common.KVCacheQuantMode[row["kv_quant"]],
                                   window_size=int(row["window"]), head_size=int(row["head_dim"]))
     handle = oracle.handle(row["system"], row["backend"], row["version"], mode.upper())
     try:
@@ -68,7 +69,8 @@ def _queries(est, system, backend, version, op: str, rng, count: int):
             isl = int(2 ** rng.integers(4, 17) * rng.choice([1, 1, 1.5])) if lattice else int(rng.integers(2, 40000))
             yield {**row, "fmha_quant": r["attn_dtype"], "isl": isl, "batch": batch, "qk_norm": bool(rng.random() < 0.3)}
         else:
-            seq = int(2 ** rng.integers(1, 19)) + int(rng.integers(0, 2)) if lattice else int(np.exp(rng.uniform(np.log(2), np.log(300000))))
+            seq = (int(2 ** rng.integers(1, 19)) + int(rng.integers(0, 2)) if lattice
+                   else int(np.exp(rng.uniform(np.log(2), np.log(300000)))))
             yield {**row, "batch": batch, "seq": seq}
 
 

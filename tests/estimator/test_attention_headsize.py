@@ -33,8 +33,8 @@ HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 512, 768, 
 def _queries(est, system, backend, version, op: str, rng, count: int):
     table = est.table(system, backend, version, "context_attention_perf" if op == "attention" else "generation_attention_perf",
                       shared=True)
-    quants = (table.select("attn_dtype", "kv_cache_dtype") if op == "attention" else table.select("kv_cache_dtype")).unique().sort(
-        pl.all()).rows(named=True)
+    quant_columns = ("attn_dtype", "kv_cache_dtype") if op == "attention" else ("kv_cache_dtype",)
+    quants = table.select(*quant_columns).unique().sort(pl.all()).rows(named=True)
     windows = sorted({0, *table["window_size"].unique().to_list()})
     kvs = sorted(table["num_key_value_heads"].unique().to_list())
     for _ in range(count):
@@ -44,7 +44,8 @@ def _queries(est, system, backend, version, op: str, rng, count: int):
                    "head_dim": int(rng.choice(HEAD_SIZES)), "window": int(rng.choice(windows)), "kv_heads": kv,
                    "heads": kv * int(rng.choice([1, 1, 2, 4, 8])), "batch": int(rng.choice([1, 2, 8, 64, 256]))}
         if op == "attention":
-            yield {**row, "fmha_quant": quant["attn_dtype"], "isl": int(rng.integers(2, 30000)), "qk_norm": bool(rng.random() < 0.3)}
+            yield {**row, "fmha_quant": quant["attn_dtype"], "isl": int(rng.integers(2, 30000)),
+                   "qk_norm": bool(rng.random() < 0.3)}
         else:
             yield {**row, "seq": int(np.exp(rng.uniform(np.log(2), np.log(200000))))}
 
@@ -74,24 +75,35 @@ def test_head_size_transfer_matches_reference(wheel_est, oracle, system, backend
 
 
 PINNED = [  # (system, backend, version, fmha, kv, head_dim, window, kv_heads, heads, borrowed label)
-    ("h200_sxm", "trtllm", "1.3.0rc20", "bfloat16", "bfloat16", 96, 128, 4, 16, "xshape"),  # no 128 at window 128: 128 at window 0
-    ("h200_sxm", "trtllm", "1.3.0rc20", "bfloat16", "bfloat16", 256, 8192, 4, 16, "xshape"),  # 128 at the window before own size at 0
-    ("h200_sxm", "trtllm", "1.3.0rc20", "bfloat16", "bfloat16", 256, 128, 4, 16, "empirical"),  # window 128 lacks 128: own size at 0
-    ("h100_sxm", "sglang", "0.5.14", "bfloat16", "bfloat16", 128, 1024, 4, 16, "xshape"),  # window 1024 only in the triton lane: 256
-    ("h100_sxm", "sglang", "0.5.14", "bfloat16", "bfloat16", 384, 1024, 1, 4, "xshape"),  # window 0 re-resolves the lane: fa3's 128
-    ("h100_sxm", "sglang", "0.5.14", "bfloat16", "fp8", 384, 0, 1, 2, "xshape"),  # lane sizes {256, 512}: nearest 512
-    ("h100_sxm", "sglang", "0.5.14", "bfloat16", "fp8", 352, 0, 1, 2, None),  # nearest 256 has no window-0 rows: a miss
-    ("l40s", "vllm", "0.24.0", "bfloat16", "bfloat16", 128, 1024, 4, 16, "empirical"),  # lane holds 128: own size at window 0
-    ("l40s", "vllm", "0.24.0", "bfloat16", "fp8", 96, 0, 2, 8, "xshape"),  # first lane by name: flashinfer decode rows
-    ("l40s", "vllm", "0.24.0", "fp8", "fp8", 96, 0, 4, 16, None),  # no transfer across quants: an absent quant misses
+    # no 128 at window 128: 128 at window 0
+    ("h200_sxm", "trtllm", "1.3.0rc20", "bfloat16", "bfloat16", 96, 128, 4, 16, "xshape"),
+    # 128 at the window before own size at 0
+    ("h200_sxm", "trtllm", "1.3.0rc20", "bfloat16", "bfloat16", 256, 8192, 4, 16, "xshape"),
+    # window 128 lacks 128: own size at 0
+    ("h200_sxm", "trtllm", "1.3.0rc20", "bfloat16", "bfloat16", 256, 128, 4, 16, "empirical"),
+    # window 1024 only in the triton lane: 256
+    ("h100_sxm", "sglang", "0.5.14", "bfloat16", "bfloat16", 128, 1024, 4, 16, "xshape"),
+    # window 0 re-resolves the lane: fa3's 128
+    ("h100_sxm", "sglang", "0.5.14", "bfloat16", "bfloat16", 384, 1024, 1, 4, "xshape"),
+    # lane sizes {256, 512}: nearest 512
+    ("h100_sxm", "sglang", "0.5.14", "bfloat16", "fp8", 384, 0, 1, 2, "xshape"),
+    # nearest 256 has no window-0 rows: a miss
+    ("h100_sxm", "sglang", "0.5.14", "bfloat16", "fp8", 352, 0, 1, 2, None),
+    # lane holds 128: own size at window 0
+    ("l40s", "vllm", "0.24.0", "bfloat16", "bfloat16", 128, 1024, 4, 16, "empirical"),
+    # first lane by name: flashinfer decode rows
+    ("l40s", "vllm", "0.24.0", "bfloat16", "fp8", 96, 0, 2, 8, "xshape"),
+    # no transfer across quants: an absent quant misses
+    ("l40s", "vllm", "0.24.0", "fp8", "fp8", 96, 0, 4, 16, None),
 ]
 
 
 @pytest.mark.aic
 @pytest.mark.parametrize("system,backend,version,fmha,kv,head_dim,window,kv_heads,heads,expected", PINNED)
-def test_pinned_borrow_order_and_lane(wheel_est, oracle, system, backend, version, fmha, kv, head_dim, window, kv_heads, heads, expected):
-    row = {"system": system, "backend": backend, "version": version, "fmha_quant": fmha, "kv_quant": kv, "head_dim": head_dim, "window": window,
-               "kv_heads": kv_heads, "heads": heads, "isl": 3000, "batch": 2, "qk_norm": False}
+def test_pinned_borrow_order_and_lane(wheel_est, oracle, system, backend, version, fmha, kv, head_dim, window, kv_heads, heads,
+                                      expected):
+    row = {"system": system, "backend": backend, "version": version, "fmha_quant": fmha, "kv_quant": kv, "head_dim": head_dim,
+           "window": window, "kv_heads": kv_heads, "heads": heads, "isl": 3000, "batch": 2, "qk_norm": False}
     ours, label = _ours(wheel_est, "attention", row, "empirical")
     ref = _ref_context(oracle, row, "empirical")
     assert label == expected and (ref is None) == (ours is None)
@@ -107,9 +119,10 @@ def test_qk_norm_sol_column_equals_reference_in_every_mode(wheel_est, oracle, sy
     from aiconfigurator_core import _aiconfigurator_core as core
 
     for head_dim, window in ((128, 0), (96, 0), (128, 8192)):
-        row = {"system": system, "backend": backend, "version": version, "fmha_quant": "bfloat16", "kv_quant": "bfloat16", "head_dim": head_dim,
-                   "window": window, "kv_heads": 2, "heads": 8, "isl": 2000, "batch": 4, "qk_norm": True}
-        op = core.ContextAttention("a", 1.0, 8, 2, oracle.common.KVCacheQuantMode["bfloat16"], oracle.common.FMHAQuantMode["bfloat16"],
+        row = {"system": system, "backend": backend, "version": version, "fmha_quant": "bfloat16", "kv_quant": "bfloat16",
+               "head_dim": head_dim, "window": window, "kv_heads": 2, "heads": 8, "isl": 2000, "batch": 4, "qk_norm": True}
+        op = core.ContextAttention("a", 1.0, 8, 2, oracle.common.KVCacheQuantMode["bfloat16"],
+                                   oracle.common.FMHAQuantMode["bfloat16"],
                                    window_size=window, head_size=head_dim, use_qk_norm=True)
         for mode in ("hybrid", "empirical"):
             ref = oracle.handle(system, backend, version, mode.upper()).evaluate_ops_sol_json(
@@ -139,8 +152,10 @@ def test_unknown_backend_names_the_yaml():
 
 
 @pytest.mark.parametrize("text,match", [
-    ("preferred: 128\ncontext_ratio:\n  trtllm: {64: 0.58}\n", r"attention_headsize.yaml: context_ratio.trtllm needs >= 2 entries"),
-    ("preferred: 128\ncontext_ratio:\n  sglang: {64: 0.6, 128: -1}\n", r"context_ratio.sglang needs >= 2 entries .* positive ratio"),
+    ("preferred: 128\ncontext_ratio:\n  trtllm: {64: 0.58}\n",
+     r"attention_headsize.yaml: context_ratio.trtllm needs >= 2 entries"),
+    ("preferred: 128\ncontext_ratio:\n  sglang: {64: 0.6, 128: -1}\n",
+     r"context_ratio.sglang needs >= 2 entries .* positive ratio"),
     ("context_ratio: {}\n", "attention_headsize.yaml: needs an integer `preferred`"),
 ])
 def test_bad_yaml_names_the_file_and_key(tmp_path, text, match):

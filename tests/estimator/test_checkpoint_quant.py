@@ -106,7 +106,8 @@ def test_unknown_algorithm_and_kv_dtype_name_the_file_and_key(tmp_path):
     with pytest.raises(EstimatorError, match=r"acme--M_config.json: quant algorithm 'awq' is not in checkpoint_quant.yaml"):
         resolve(read_config(bad), "trtllm", {})
     bad.write_text(json.dumps({"quantization_config": {"quant_method": "fp8", "kv_cache_dtype": "int4"}}))
-    with pytest.raises(EstimatorError, match=r"acme--M_config.json: KV cache dtype 'int4' is not in checkpoint_quant.yaml kv_aliases"):
+    kv_miss = r"acme--M_config.json: KV cache dtype 'int4' is not in checkpoint_quant.yaml kv_aliases"
+    with pytest.raises(EstimatorError, match=kv_miss):
         resolve(read_config(bad), "trtllm", {})
 
 

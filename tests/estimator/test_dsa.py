@@ -70,7 +70,8 @@ def test_cli_prefill_dsa_json_and_exit_codes():
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert {"per_layer", "prefill_ms", "prefill_dense_first_k_ms"} <= set(out)
-    bad = runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "32768", "--cp", "8", "--data", "aic-package", "--json"])
+    bad = runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "32768", "--cp", "8",
+                              "--data", "aic-package", "--json"])
     assert bad.exit_code == 1 and "isl=32768" in json.loads(bad.stdout)["error"]
     assert runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "0", "--cp", "2"]).exit_code == 2
 

@@ -102,7 +102,8 @@ def test_big_mixed_batch_matches_reference_and_single_rows(wheel_est, oracle):
     quant = rng.choice(["bfloat16", "fp8", "fp8_block"], count)
     frame = pl.DataFrame({"system": system, "backend": backend, "version": version, "quant": quant, "m": m, "n": n, "k": k})
     got = estimate(wheel_est, "gemm", frame)["latency_ms"].to_numpy()
-    ref = np.array([oracle.gemm(system, backend, version, q, mi, ni, ki)[0] for q, mi, ni, ki in zip(quant, m, n, k, strict=True)],
+    ref = np.array([oracle.gemm(system, backend, version, q, mi, ni, ki)[0]
+                    for q, mi, ni, ki in zip(quant, m, n, k, strict=True)],
                    dtype=np.float64)
     assert np.isfinite(ref).all()
     assert np.max(np.abs(got - ref) / ref) <= REL

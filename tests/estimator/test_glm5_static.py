@@ -123,7 +123,8 @@ def test_full_fraction_and_module_quant_come_from_the_checkpoint():
 @pytest.mark.parametrize("globs,expected", [
     (["model.layers.3.self_attn*"], {"q": True, "kv": True, "o": True, "indexer": True}),
     (["model.layers.0.self_attn.kv_a_layernorm"], {"q": True, "kv": True, "o": True, "indexer": True}),
-    (["model.layers.0.self_attn.q_a_proj", "model.layers.0.self_attn.indexer.wk"], {"q": True, "kv": False, "o": False, "indexer": True}),
+    (["model.layers.0.self_attn.q_a_proj", "model.layers.0.self_attn.indexer.wk"],
+     {"q": True, "kv": False, "o": False, "indexer": True}),
     (["lm_head", "model.layers.3.mlp.gate"], {"q": False, "kv": False, "o": False, "indexer": False}),
 ])
 def test_attention_exclusion_globs(globs, expected):

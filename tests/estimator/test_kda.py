@@ -77,9 +77,11 @@ def test_kda_matches_reference_in_and_out_of_the_grid(wheel_est, oracle, cell, k
 
     rng = np.random.default_rng(len(kernel) + len(cell[0]))
     handle = oracle.handle(*cell)
-    points = [(int(h), int(b), int(s) if phase == "context" else 1) for h, b, s in zip(
-        [12, 24, 48, 96, 12, 96, *rng.integers(1, 200, 6)], np.exp(rng.uniform(0, np.log(600 if phase == "context" else 5000), 12)),
-        np.exp(rng.uniform(0, np.log(100000), 12)), strict=True)] + ([(12, 64, 20000)] if phase == "context" else [])
+    head_counts = [12, 24, 48, 96, 12, 96, *rng.integers(1, 200, 6)]
+    batches = np.exp(rng.uniform(0, np.log(600 if phase == "context" else 5000), 12))
+    seqs = np.exp(rng.uniform(0, np.log(100000), 12))
+    points = [(int(h), int(b), int(s) if phase == "context" else 1) for h, b, s in zip(head_counts, batches, seqs, strict=True)]
+    points += [(12, 64, 20000)] if phase == "context" else []
     for nk, b, s in points:
         op = KDAKernel("k", 1.0, kernel, phase, 7168, nk, 128, nk, 128, 4)
         ref = handle.evaluate_ops_json(oracle.build([op]), is_context=phase == "context", batch_size=b, s=s,

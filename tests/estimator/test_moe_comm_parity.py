@@ -59,7 +59,8 @@ def test_moe_silicon_matches_reference(wheel_est, oracle, system, backend, versi
                    inter=r["inter_size"], tp=r["moe_tp_size"], ep=r["moe_ep_size"])
         off = dict(key, inter=key["inter"] + 64)  # an uncollected shape: both must miss
         for tokens in TOKENS + [int(rng.integers(1, 70_000))]:
-            pairs.append((f"{key} t={tokens}", _ours(wheel_est, "moe", {**key, "tokens": tokens}), oracle.moe(**key, tokens=tokens)[0]))
+            pairs.append((f"{key} t={tokens}", _ours(wheel_est, "moe", {**key, "tokens": tokens}),
+                          oracle.moe(**key, tokens=tokens)[0]))
         pairs.append((f"{off}", _ours(wheel_est, "moe", {**off, "tokens": 64}), oracle.moe(**off, tokens=64)[0]))
     assert _check(pairs) >= 200
 
@@ -73,7 +74,8 @@ def test_nccl_silicon_matches_reference(wheel_est, oracle, system):
             for n in (1, 2, 3, 4, 6, 8, 16, 64, 144):
                 for el in [64, 256, *np.exp(rng.uniform(np.log(16), np.log(4e9), 4)).astype(int)]:
                     row = dict(system=system, op=op, quant=quant, num_gpus=n, elements=int(el))
-                    pairs.append((str(row), _ours(wheel_est, "comm", row), oracle.nccl(system, "trtllm", "1.3.0rc20", op, quant, n, el)[0]))
+                    ref = oracle.nccl(system, "trtllm", "1.3.0rc20", op, quant, n, el)[0]
+                    pairs.append((str(row), _ours(wheel_est, "comm", row), ref))
     assert _check(pairs) >= 300
 
 
@@ -85,7 +87,8 @@ def test_custom_allreduce_silicon_matches_reference(wheel_est, oracle, system, b
         for tokens in (1, 3, 100, 1000, 8192, 100_000, 1_000_000):
             for hidden in (4096, 7168):
                 row = dict(system=system, backend=backend, version=version, tp=tp, elements=tokens * hidden)
-                pairs.append((str(row), _ours(wheel_est, "allreduce", row), oracle.allreduce(system, backend, version, tp, hidden, tokens)[0]))
+                ref = oracle.allreduce(system, backend, version, tp, hidden, tokens)[0]
+                pairs.append((str(row), _ours(wheel_est, "allreduce", row), ref))
     assert _check(pairs) >= 70
 
 

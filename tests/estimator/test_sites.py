@@ -61,7 +61,8 @@ def test_latency_is_clamped_up_to_sol():
 def test_offgrid_blends_util_of_nearest_sites():
     t, _ = _table()
     got, miss = silicon(t, [256], [1448], [1448])  # equidistant from all four sites
-    u = [gemm_sol(256, n, k, MEM, FLOPS, BW)[0] / eval_sites(t, [i], [256])[0] for i, (n, k) in enumerate(zip(t.site_n, t.site_k, strict=True))]
+    u = [gemm_sol(256, n, k, MEM, FLOPS, BW)[0] / eval_sites(t, [i], [256])[0]
+         for i, (n, k) in enumerate(zip(t.site_n, t.site_k, strict=True))]
     assert not miss[0]
     assert got[0] == pytest.approx(gemm_sol(256, 1448, 1448, MEM, FLOPS, BW)[0] / np.mean(u), rel=1e-6)
 

@@ -48,7 +48,8 @@ def test_moe_sol(oracle, system, quant, gated):
     from aiconfigurator_core.sdk.operations import MoE
 
     spec, prof = load_spec(system), quant_profile("moe", quant)
-    for tokens, h, inter, topk, e, tp, ep in [(1, 4096, 1536, 8, 128, 1, 8), (3000, 7168, 2048, 8, 256, 2, 4), (77, 2048, 768, 4, 64, 1, 1)]:
+    shapes = [(1, 4096, 1536, 8, 128, 1, 8), (3000, 7168, 2048, 8, 256, 2, 4), (77, 2048, 768, 4, 64, 1, 1)]
+    for tokens, h, inter, topk, e, tp, ep in shapes:
         ours = moe_sol(tokens, h, inter, topk, e, tp, ep, prof.memory, spec.tc_flops(prof.dtype), spec.mem_bw, gated=gated)
         op = MoE("m", 1.0, h, inter, topk, e, tp, ep, oracle.common.MoEQuantMode[quant], "uniform", 1, is_gated=gated)
         np.testing.assert_allclose([float(v) for v in ours], _sol(oracle, system, op, x=tokens), rtol=1e-9)
@@ -86,7 +87,8 @@ def test_attention_sol_components(oracle, kv):
         assert float(mem) == pytest.approx(ref[2], rel=2e-3)
         gen = core.GenerationAttention("a", 1.0, n, nkv, kvq, head_size=hs)
         ours = generation_attention_sol(b, s, n, nkv, hs, 0, kv_mem, spec.tc_flops(kv), spec.mem_bw)
-        np.testing.assert_allclose([float(v) for v in ours], _sol(oracle, "h200_sxm", gen, is_context=False, batch=b, s=s, x=b), rtol=1e-9)
+        ref = _sol(oracle, "h200_sxm", gen, is_context=False, batch=b, s=s, x=b)
+        np.testing.assert_allclose([float(v) for v in ours], ref, rtol=1e-9)
 
 
 def test_mem_op_matches_worked_example():
@@ -101,5 +103,6 @@ def test_elementwise_matches_reference(oracle):
 
     spec = load_spec("h200_sxm")
     handle = oracle.handle("h200_sxm", "trtllm", "1.3.0rc20")
-    ref = handle.evaluate_ops_json(oracle.build([core.ElementWise("e", 64.0, 5120, 5120)]), is_context=True, batch_size=1, s=1024, x=1024)[0][1]
+    ops = oracle.build([core.ElementWise("e", 64.0, 5120, 5120)])
+    ref = handle.evaluate_ops_json(ops, is_context=True, batch_size=1, s=1024, x=1024)[0][1]
     assert 64 * float(mem_op_latency(elementwise_bytes(5120, 5120, 1024), spec)) == pytest.approx(ref, rel=1e-9)

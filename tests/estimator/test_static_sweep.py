@@ -136,7 +136,8 @@ def test_static_attention_lane_pin_matches_reference_op(wheel_est, oracle, syste
         assert ours == pytest.approx(ref, rel=1e-6), (row, ours, ref)
         row = {**base, "batch": batch, "seq": isl}
         ours = estimate(wheel_est, "generation_attention", pl.DataFrame({k: [v] for k, v in row.items()})).item(0, "latency_ms")
-        plain = estimate(wheel_est, "generation_attention", pl.DataFrame({k: [v] for k, v in {**row, "lane_defaults": False}.items()}))
+        plain_row = {**row, "lane_defaults": False}
+        plain = estimate(wheel_est, "generation_attention", pl.DataFrame({k: [v] for k, v in plain_row.items()}))
         moved += plain.item(0, "latency_ms") != ours
         op = core.GenerationAttention("g", 1.0, 48, 4, kv, window_size=0, head_size=head_dim)
         ref = _reference_pinned(oracle, system, "sglang", version, op, "_generation_attention_data", is_context=False,

@@ -2,8 +2,9 @@
 
 Interpolation follows the Grid rules (sqrt-latency along isl, ragged SOL rescale, nearest-leaf util
 transfer outside the data). Which rows form the Grid follows the reference's filing: heads == kv_heads
-queries read the MHA pool (all such rows), other queries their kv-heads slice less its heads == kv rows. Every call also pays the per-call side memory ops (RoPE, KV write, optional
-q/k norm; ops/attention/side_ops.py), a term constant in isl and batch, in SILICON and in SOL.
+queries read the MHA pool (all such rows), other queries their kv-heads slice less its heads == kv rows.
+Every call also pays the per-call side memory ops (RoPE, KV write, optional q/k norm;
+ops/attention/side_ops.py), a term constant in isl and batch, in SILICON and in SOL.
 """
 
 from __future__ import annotations
@@ -168,9 +169,10 @@ class ContextAttentionModel(OpModel):
         if not mha:
             filters["num_key_value_heads"] = int(key["kv_heads"])
         where = same if mha else ~same
+        if lane is not None:
+            where = where & (pl.col(LANE) == lane)
         return lane_slice(est, key["system"], key["backend"], key["version"], self.table, filters,
-                          where=where if lane is None else where & (pl.col(LANE) == lane), lane_columns=LANE_COLUMNS, shared=shared,
-                          pinned=bool(key.get("lane_defaults", False)))
+                          where=where, lane_columns=LANE_COLUMNS, shared=shared, pinned=bool(key.get("lane_defaults", False)))
 
     def _grid(self, est, key, mha: bool = False):
         """GQA pool: the kv-heads slice without its heads == kv rows; MHA pool: every heads == kv row.

@@ -70,15 +70,17 @@ class GenerationAttentionModel(OpModel):
         return (lambda h, b, s: base(h, b, s, h)) if mha else base
 
     def _rows(self, est, key, mha: bool, shared: bool = True, lane: str | None = None) -> pl.DataFrame:
-        """The pool's rows (first lane holding them, or `lane`) with seq = step + 1, latencies raised to their SOL (the reference's load clamp)."""
+        """The pool's rows (first lane holding them, or `lane`) with seq = step + 1, latencies raised to
+        their SOL (the reference's load clamp)."""
         filters = {"kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]), "window_size": int(key["window"])}
         same = pl.col("num_heads") == pl.col("num_key_value_heads")
         if not mha:
             filters["num_key_value_heads"] = int(key["kv_heads"])
         where = same if mha else ~same
+        if lane is not None:
+            where = where & (pl.col(LANE) == lane)
         rows = lane_slice(est, key["system"], key["backend"], key["version"], self.table, filters,
-                          where=where if lane is None else where & (pl.col(LANE) == lane), lane_columns=LANE_COLUMNS, shared=shared,
-                          pinned=bool(key.get("lane_defaults", False)))
+                          where=where, lane_columns=LANE_COLUMNS, shared=shared, pinned=bool(key.get("lane_defaults", False)))
         rows = rows.with_columns((pl.col("step") + 1).alias("seq"))
         floor = self._pool_sol(est, key, mha)(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["seq"].to_numpy())
         return rows.with_columns(pl.Series("latency", np.maximum(rows["latency"].to_numpy(), floor)))  # SOL clamp
@@ -109,4 +111,5 @@ class GenerationAttentionModel(OpModel):
         """HYBRID / EMPIRICAL run per pool (MHA, GQA): each borrows, and is labelled, on its own."""
         if mode not in ("hybrid", "empirical"):
             return super().evaluate(est, key, q, mode)
-        return evaluate_by_pool(self, est, key, q, mode, lambda k, part, m: super(GenerationAttentionModel, self).evaluate(est, k, part, m))
+        return evaluate_by_pool(self, est, key, q, mode,
+                                lambda k, part, m: super(GenerationAttentionModel, self).evaluate(est, k, part, m))

@@ -24,7 +24,9 @@ def headsize_doc(path: Path = HEADSIZE_YAML) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("preferred"), int) or not isinstance(doc.get("context_ratio"), dict):
         raise ValueError(f"{path}: needs an integer `preferred` and a `context_ratio` map of backend -> {{head size: ratio}}")
     for backend, table in doc["context_ratio"].items():
-        if not isinstance(table, dict) or len(table) < 2 or not all(isinstance(k, int) and float(v) > 0 for k, v in table.items()):
+        well_formed = (isinstance(table, dict) and len(table) >= 2
+                       and all(isinstance(k, int) and float(v) > 0 for k, v in table.items()))
+        if not well_formed:
             raise ValueError(f"{path}: context_ratio.{backend} needs >= 2 entries of integer head size -> positive ratio")
     return doc
 

@@ -3,9 +3,10 @@
 `dsa_context_module` is a Grid [heads][prefix step][isl][batch] over dsa_context_module_perf, raw (no
 sqrt axis); `dsa_generation_module` a Grid [heads][batch][s = kv step + 1] over dsa_generation_module_perf
 (the log-space transfer distances are taken in s, as 0.12.0's). Architectures other than those with a
-roofline geometry in dsa.yaml (GLM's only) raise naming it. A slice is the model architecture × KV dtype × the block's GEMM quant, and
-every kernel lane of that KV dtype together (sparse indexer rows and the dense ragged rows of short
-chunks); a coordinate repeated within a file takes its last row — as 0.12.0 reads them (probed).
+roofline geometry in dsa.yaml (GLM's only) raise naming it. A slice is the model architecture × KV
+dtype × the block's GEMM quant, and every kernel lane of that KV dtype together (sparse indexer rows
+and the dense ragged rows of short chunks); a coordinate repeated within a file takes its last row —
+as 0.12.0 reads them (probed).
 Skip-indexer layers (GLM-5.2 shared top-k index) are the `*_skip_indexer` rows; a query's `full_frac`
 (fraction of layers that run the indexer) blends full·f + skip·(1 − f), as 0.12.0 amortises them; a
 table without any skip-indexer rows prices every layer full (0.12.0 takes no skip path there).

@@ -82,7 +82,8 @@ class _GridModel(OpModel):
 
         grid = est.memo(("mla_util", self.name, shared, *(key[c] for c in self.group_keys)), build)
         if grid is None:
-            raise EmpiricalUnavailableError(f"{self.name}: no own-version samples for {'/'.join(str(key[c]) for c in self.group_keys)}")
+            group = "/".join(str(key[c]) for c in self.group_keys)
+            raise EmpiricalUnavailableError(f"{self.name}: no own-version samples for {group}")
         coords = np.column_stack([np.asarray(q[c], dtype=np.float64) for c in self.value_columns])
         return self._sol_at(est, key, coords) / query_util(grid, coords), "empirical"
 
