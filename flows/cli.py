@@ -56,7 +56,7 @@ def _run_ingest(sources: list[str], warehouse: str | None, identity: dict, as_js
     from perfledger.schemas.catalog import CatalogError
     from perfledger.warehouse.discover import SourceError
     from perfledger.warehouse.ingest import ingest
-    from perfledger.warehouse.lock import WarehouseBusy
+    from perfledger.warehouse.lock import WarehouseUnwritable
     from perfledger.warehouse.paths import resolve_root
     from perfledger.warehouse.store import Warehouse, WarehouseError
 
@@ -68,8 +68,10 @@ def _run_ingest(sources: list[str], warehouse: str | None, identity: dict, as_js
         report = ingest(sources, target, progress=progress, on_commit=_ledger_hook() if write else None, **identity)
     except (SourceError, CatalogError) as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
-    except (WarehouseBusy, WarehouseError) as exc:
+    except WarehouseError as exc:
         fail(str(exc), code=EXIT_FAILURE, as_json=as_json)
+    except WarehouseUnwritable:
+        raise  # told in one line by the root command group (perfledger.cli.Commands), as for every writer
     except OSError as exc:  # disk full, permissions outside a Delta commit (lock file, raw input copy)
         fail(f"cannot write warehouse {target.root if target else ''}: {exc} (the batch was not recorded; re-run once fixed)",
              code=EXIT_FAILURE, as_json=as_json)

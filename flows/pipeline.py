@@ -22,10 +22,11 @@ from perfledger.flows.ingest import ingest_task
 from perfledger.flows.keys import StageCache, content_key, file_digest, warehouse_state
 from perfledger.flows.tasks import estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task, validate_task
 from perfledger.warehouse.inventory import curated_inventory, table_totals
-from perfledger.warehouse.lock import WarehouseBusy, run_lock
+from perfledger.warehouse.lock import WarehouseBusy, check_writable, run_lock
 from perfledger.warehouse.store import Warehouse
 
 PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix", ESTIMATES_TABLE)
+WAREHOUSE_WRITERS = ("ingest", "ledger", "matrix", "estimate")  # stages that write the warehouse
 
 
 class PipelineBusy(RuntimeError):
@@ -146,7 +147,10 @@ def task_runner(runner: str, address: str | None):
 
 def run_pipeline(config: PipelineConfig, *, runner: str = "local", address: str | None = None,
                  backfill: dict | None = None, wait_s: float = 5.0) -> dict:
-    """Run the main job as a Prefect flow; one run per output folder at a time (else PipelineBusy)."""
+    """Run the main job as a Prefect flow; one run per output folder at a time (else PipelineBusy).
+    A warehouse the run would write but cannot (read-only, not a folder) fails it before the first stage."""
+    if backfill is not None or set(WAREHOUSE_WRITERS) & set(config.stages):
+        check_writable(config.warehouse)
     chosen = task_runner(runner, address)
     flow_fn = pipeline_flow.with_options(task_runner=chosen) if chosen else pipeline_flow
     guard = Path(config.out) / ".pipeline"
