@@ -19,6 +19,8 @@ VersionOpt = Annotated[str | None, typer.Option("--version", help="Backend versi
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Pipeline config YAML (default: the embedded one).")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder for the site, summary and artifacts.")]
 RunnerOpt = Annotated[str, typer.Option("--runner", help="local (threads) or dask (prefect-dask).")]
+AllowSymlinkedOutOpt = Annotated[bool, typer.Option(
+    "--allow-symlinked-out", help="Write into --out even when it is a symlink to a folder in another tree.")]
 AddressOpt = Annotated[str | None, typer.Option("--address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster).")]
 
 
@@ -122,9 +124,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def run(config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
-            runner: RunnerOpt = "local", address: AddressOpt = None, json: JsonOpt = False) -> None:
+            runner: RunnerOpt = "local", address: AddressOpt = None, allow_symlinked_out: AllowSymlinkedOutOpt = False,
+            json: JsonOpt = False) -> None:
         """The main job: ingest → validate → ledger → matrix → estimate → generate → publish."""
-        _run_pipeline(config, warehouse, out, runner, address, None, None, json)
+        _run_pipeline(config, warehouse, out, runner, address, None, None, json, allow_symlinked_out)
 
     @app.command()
     def backfill(since: Annotated[str, typer.Option("--since", help="First collection date (YYYY-MM-DD).")],
@@ -132,10 +135,11 @@ def register(app: typer.Typer) -> None:
                  systems: Annotated[list[str] | None, typer.Option("--systems", help="Only batches of these systems.")] = None,
                  models: Annotated[list[str] | None, typer.Option("--models", help="Models to re-derive (default: the config's).")] = None,
                  config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
-                 runner: RunnerOpt = "local", address: AddressOpt = None, json: JsonOpt = False) -> None:
+                 runner: RunnerOpt = "local", address: AddressOpt = None,
+                 allow_symlinked_out: AllowSymlinkedOutOpt = False, json: JsonOpt = False) -> None:
         """Re-derive ledger, matrix and reports for batches collected in a window (idempotent)."""
         window = {"since": since, "until": until, "systems": list(systems or [])}
-        _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json)
+        _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json, allow_symlinked_out)
 
     @app.command()
     def serve(file: Annotated[Path | None, typer.Option(
@@ -208,7 +212,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"exported {result['files']} tables ({result['rows']} rows) to {out}")
 
 
-def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json) -> None:
+def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json, allow_symlinked_out) -> None:
     from dataclasses import replace
 
     from perfledger.flows import make_prefect_home
@@ -217,11 +221,12 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
     from perfledger.flows.config import ConfigError, load_pipeline_config
     from perfledger.flows.pipeline import PipelineBusy, run_pipeline
     from perfledger.ledger.backfill import BackfillError, parse_day
+    from perfledger.safe_io import UnsafeOutputError
 
     if runner not in ("local", "dask"):
         fail(f"--runner {runner!r}: expected local or dask", code=EXIT_USAGE, as_json=as_json)
     try:
-        settings = load_pipeline_config(config, warehouse=warehouse, out=out)
+        settings = replace(load_pipeline_config(config, warehouse=warehouse, out=out), allow_symlinked_out=allow_symlinked_out)
         if models:
             settings = replace(settings, models=models)
         if window is not None:
@@ -232,7 +237,7 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
             result = run_pipeline(settings, runner=runner, address=address, backfill=window)
     except (ConfigError, BackfillError) as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
-    except PipelineBusy as exc:
+    except (PipelineBusy, UnsafeOutputError) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
         emit_json(result)

@@ -8,6 +8,7 @@ embedded default needs only the install and works from any folder.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,7 @@ class PipelineConfig:
     scenarios: Path = field(default=DEFAULT_SCENARIOS)      # reference scenarios per model
     gate: dict = field(default_factory=lambda: {"warn_pct": 5.0, "fail_pct": 10.0})
     stages: list[str] = field(default_factory=lambda: list(STAGES))
+    allow_symlinked_out: bool = False                       # `out` may be a symlink into another tree (--allow-symlinked-out)
 
     def to_params(self) -> dict:
         """JSON-safe flow parameters (what a Prefect deployment stores)."""
@@ -87,10 +89,10 @@ def _gate(raw: dict, path: Path) -> dict:
 
 def _location(option: str | Path | None, value: str | None, base: Path, default) -> Path:
     """A command-line value (relative to the working directory), else the file's (relative to its folder),
-    else the settings default (environment, then the state folder)."""
-    if option:
-        return Path(option).expanduser().resolve()
-    return config_path(value, base).resolve() if value else default().resolve()
+    else the settings default (environment, then the state folder); made absolute with symlinks kept, so
+    the output-folder check sees the folder that was named (safe_io.check_output_folder)."""
+    path = Path(option).expanduser() if option else config_path(value, base) if value else default()
+    return Path(os.path.abspath(path))
 
 
 def load_pipeline_config(path: Path | None = None, *, warehouse: str | None = None, out: Path | None = None) -> PipelineConfig:

@@ -21,6 +21,7 @@ from perfledger.flows.config import PipelineConfig
 from perfledger.flows.ingest import ingest_task
 from perfledger.flows.keys import StageCache, content_key, file_digest, warehouse_state
 from perfledger.flows.tasks import estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task, validate_task
+from perfledger.safe_io import check_output_folder
 from perfledger.warehouse.inventory import curated_inventory, table_totals
 from perfledger.warehouse.lock import WarehouseBusy, check_writable, run_lock
 from perfledger.warehouse.store import Warehouse
@@ -123,7 +124,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
     site = {}
     if st.wanted("publish"):
         site = st.run("publish", PUBLISH_READS, [ledgers, deployments, validation, cfg.models],
-                      lambda: publish_task(root, out, cfg.models, run),
+                      lambda: publish_task(root, out, cfg.models, run, cfg.allow_symlinked_out),
                       lambda result: Path(result["index"]).is_file())
     run["seconds"] = time.perf_counter() - started
     return {"summary": site.get("summary"), "site": site.get("index"), "ingest": report, "stages": st.records,
@@ -148,7 +149,9 @@ def task_runner(runner: str, address: str | None):
 def run_pipeline(config: PipelineConfig, *, runner: str = "local", address: str | None = None,
                  backfill: dict | None = None, wait_s: float = 5.0) -> dict:
     """Run the main job as a Prefect flow; one run per output folder at a time (else PipelineBusy).
-    A warehouse the run would write but cannot (read-only, not a folder) fails it before the first stage."""
+    A warehouse the run would write but cannot (read-only, not a folder), or an output folder that is a
+    symlink into another tree without `allow_symlinked_out`, fails it before the first stage."""
+    check_output_folder(config.out, allow_symlink=config.allow_symlinked_out)
     if backfill is not None or set(WAREHOUSE_WRITERS) & set(config.stages):
         check_writable(config.warehouse)
     chosen = task_runner(runner, address)

@@ -170,7 +170,7 @@ def check_output_folder(out: Path, *, allow_symlink: bool = False) -> Path:
         target = out.resolve()
         if not target.is_relative_to(out.parent.resolve()):
             raise UnsafeOutputError(f"output folder {out} is a symlink to {target}, outside {out.parent}; "
-                                    "name the real folder (or allow symlinked output explicitly)")
+                                    "name the real folder, or pass --allow-symlinked-out to write there")
     if out.exists() and not out.is_dir():
         raise UnsafeOutputError(f"output folder {out} exists and is not a folder")
     return out
