@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from perfledger.estimator.scenarios import DEFAULT_SCENARIOS
+from perfledger.safe_io import InputFileError, load_yaml
 from perfledger.settings import config_path, reports_dir, warehouse_root
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
@@ -74,7 +75,10 @@ def _matrices(raw: dict, path: Path) -> list[dict]:
 
 
 def _gate(raw: dict, path: Path) -> dict:
-    gate = {"warn_pct": 5.0, "fail_pct": 10.0, **(raw.get("gate") or {})}
+    given = raw.get("gate") or {}
+    if not isinstance(given, dict):
+        raise ConfigError(f"{path}: gate must be a mapping {{warn_pct, fail_pct}}, not {type(given).__name__}")
+    gate = {"warn_pct": 5.0, "fail_pct": 10.0, **given}
     unknown = sorted(set(gate) - GATE_KEYS)
     if unknown:
         raise ConfigError(f"{path}: gate: unknown key(s) {unknown}; known: {sorted(GATE_KEYS)}")
@@ -99,9 +103,9 @@ def load_pipeline_config(path: Path | None = None, *, warehouse: str | None = No
     """Load and check a config; command-line values win over the file."""
     path = Path(path).resolve() if path else DEFAULT_CONFIG
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read pipeline config ({exc})") from None
+        raw = load_yaml(path, loader_class=yaml.SafeLoader) or {}
+    except InputFileError as exc:
+        raise ConfigError(f"{exc.where}: cannot read pipeline config ({exc.reason})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the pipeline config must be a mapping")
     unknown = sorted(set(raw) - KNOWN_KEYS)
