@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from perfledger.cli import app
-from perfledger.warehouse.lock import LOCK_NAME
+from perfledger.warehouse.lock import LOCK_NAME, run_lock
 from perfledger.warehouse.store import Warehouse
 from tests.ledger.curated import MATRIX_STATES
 from tests.warehouse.conftest import GEMM_HEADER, H200_VLLM, gemm_line, snapshot, write_staging
@@ -112,3 +112,13 @@ def test_readers_still_read_it(unwritable: Path) -> None:
         result = runner.invoke(app, [*args, "--warehouse", str(unwritable)])
         assert result.exit_code == 0, result.output
     assert "b60" in runner.invoke(app, ["matrix", "labels", "--warehouse", str(unwritable)]).stdout
+
+
+def test_a_busy_warehouse_is_one_line_too(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    with run_lock(root, purpose="test holder"):
+        result = runner.invoke(app, ["ledger", "decide", "kimi-k3", "--date", "2026-01-02", "--text", "noted",
+                                     "--warehouse", str(root)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.stderr.splitlines() == [result.stderr.strip()] and "is busy" in result.stderr, result.stderr
