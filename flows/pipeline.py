@@ -152,8 +152,6 @@ def run_pipeline(config: PipelineConfig, *, runner: str = "local", address: str 
     A warehouse the run would write but cannot (read-only, not a folder), or an output folder that is a
     symlink into another tree without `allow_symlinked_out`, fails it before the first stage."""
     check_output_folder(config.out, allow_symlink=config.allow_symlinked_out)
-    if backfill is not None or set(WAREHOUSE_WRITERS) & set(config.stages):
-        check_writable(config.warehouse)
     chosen = task_runner(runner, address)
     flow_fn = pipeline_flow.with_options(task_runner=chosen) if chosen else pipeline_flow
     guard = Path(config.out) / ".pipeline"
@@ -165,4 +163,6 @@ def run_pipeline(config: PipelineConfig, *, runner: str = "local", address: str 
             who = holder.read_text() if holder.exists() else "unknown process"
             raise PipelineBusy(f"output folder {config.out} is busy: another perfledger run holds it ({who}); "
                                "try again later") from None
+        if backfill is not None or set(WAREHOUSE_WRITERS) & set(config.stages):
+            check_writable(config.warehouse)
         return flow_fn(config.to_params(), partitioned=runner == "dask", backfill=backfill)
