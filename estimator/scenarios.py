@@ -22,6 +22,8 @@ from pathlib import Path
 import polars as pl
 import yaml
 
+from perfledger.safe_io import InputFileError, load_yaml
+
 DEFAULT_SCENARIOS = Path(__file__).with_name("scenarios.yaml")
 ESTIMATES_TABLE = "estimates"
 ESTIMATES_SCHEMA = {
@@ -44,12 +46,18 @@ class ScenarioError(ValueError):
 def load_scenarios(path: Path) -> dict[str, list[dict]]:
     """model -> scenarios, checked: every error names the file and the key path."""
     try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{path}: cannot read scenarios ({exc})") from None
+        raw = load_yaml(Path(path), loader_class=yaml.SafeLoader) or {}
+    except InputFileError as exc:
+        raise ScenarioError(f"{exc.where}: cannot read scenarios ({exc.reason})") from None
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{path}: expected a mapping model -> list of scenarios")
     for model, scenarios in raw.items():
+        if not isinstance(scenarios or [], list):
+            raise ScenarioError(f"{path}: {model}: expected a list of scenarios")
         for i, sc in enumerate(scenarios or []):
             where = f"{path}: {model}[{i}]"
+            if not isinstance(sc, dict):
+                raise ScenarioError(f"{where}: expected a mapping")
             if (sc or {}).get("kind") == "static":
                 missing = sorted({"name", "batch", "isl", "osl"} - set(sc))
                 if missing:
@@ -60,6 +68,8 @@ def load_scenarios(path: Path) -> dict[str, list[dict]]:
                 raise ScenarioError(f"{where}: missing key(s) {missing}")
             if sc["phase"] not in PHASES:
                 raise ScenarioError(f"{where}.phase: {sc['phase']!r} is not one of {sorted(PHASES)}")
+            if not isinstance(sc["ops"], list) or not all(isinstance(op, dict) for op in sc["ops"]):
+                raise ScenarioError(f"{where}.ops: expected a list of mappings")
             for j, op in enumerate(sc["ops"]):
                 if op.get("op") not in VALUE_COLUMN:
                     raise ScenarioError(f"{where}.ops[{j}].op: {op.get('op')!r} is not one of {sorted(VALUE_COLUMN)}")

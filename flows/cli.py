@@ -20,6 +20,8 @@ VersionOpt = Annotated[str | None, typer.Option("--version", help="Backend versi
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Pipeline config YAML (default: the embedded one).")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder for the site, summary and artifacts.")]
 RunnerOpt = Annotated[str, typer.Option("--runner", help="local (threads) or dask (prefect-dask).")]
+AllowSymlinkedOutOpt = Annotated[bool, typer.Option(
+    "--allow-symlinked-out", help="Write into --out even when it is a symlink to a folder in another tree.")]
 AddressOpt = Annotated[str | None, typer.Option(
     "--address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster).")]
 
@@ -58,7 +60,7 @@ def _run_ingest(sources: list[str], warehouse: str | None, identity: dict, as_js
     from perfledger.schemas.catalog import CatalogError
     from perfledger.warehouse.discover import SourceError
     from perfledger.warehouse.ingest import ingest
-    from perfledger.warehouse.lock import WarehouseBusy
+    from perfledger.warehouse.lock import WarehouseUnwritable
     from perfledger.warehouse.paths import resolve_root
     from perfledger.warehouse.store import Warehouse, WarehouseError
 
@@ -70,8 +72,10 @@ def _run_ingest(sources: list[str], warehouse: str | None, identity: dict, as_js
         report = ingest(sources, target, progress=progress, on_commit=_ledger_hook() if write else None, **identity)
     except (SourceError, CatalogError) as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
-    except (WarehouseBusy, WarehouseError) as exc:
+    except WarehouseError as exc:
         fail(str(exc), code=EXIT_FAILURE, as_json=as_json)
+    except WarehouseUnwritable:
+        raise  # told in one line by the root command group (perfledger.cli.Commands), as for every writer
     except OSError as exc:  # disk full, permissions outside a Delta commit (lock file, raw input copy)
         fail(f"cannot write warehouse {target.root if target else ''}: {exc} (the batch was not recorded; re-run once fixed)",
              code=EXIT_FAILURE, as_json=as_json)
@@ -122,9 +126,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def run(config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
-            runner: RunnerOpt = "local", address: AddressOpt = None, json: JsonOpt = False) -> None:
+            runner: RunnerOpt = "local", address: AddressOpt = None, allow_symlinked_out: AllowSymlinkedOutOpt = False,
+            json: JsonOpt = False) -> None:
         """The main job: ingest → validate → ledger → matrix → estimate → generate → publish."""
-        _run_pipeline(config, warehouse, out, runner, address, None, None, json)
+        _run_pipeline(config, warehouse, out, runner, address, None, None, json, allow_symlinked_out)
 
     @app.command()
     def backfill(since: Annotated[str, typer.Option("--since", help="First collection date (YYYY-MM-DD).")],
@@ -133,10 +138,11 @@ def register(app: typer.Typer) -> None:
                  models: Annotated[list[str] | None,
                                    typer.Option("--models", help="Models to re-derive (default: the config's).")] = None,
                  config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
-                 runner: RunnerOpt = "local", address: AddressOpt = None, json: JsonOpt = False) -> None:
+                 runner: RunnerOpt = "local", address: AddressOpt = None,
+                 allow_symlinked_out: AllowSymlinkedOutOpt = False, json: JsonOpt = False) -> None:
         """Re-derive ledger, matrix and reports for batches collected in a window (idempotent)."""
         window = {"since": since, "until": until, "systems": list(systems or [])}
-        _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json)
+        _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json, allow_symlinked_out)
 
     @app.command()
     def serve(file: Annotated[Path | None, typer.Option(
@@ -209,7 +215,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"exported {result['files']} tables ({result['rows']} rows) to {out}")
 
 
-def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json) -> None:
+def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json, allow_symlinked_out) -> None:
     from dataclasses import replace
 
     from perfledger.flows import make_prefect_home
@@ -218,11 +224,12 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
     from perfledger.flows.config import ConfigError, load_pipeline_config
     from perfledger.flows.pipeline import PipelineBusy, run_pipeline
     from perfledger.ledger.backfill import BackfillError, parse_day
+    from perfledger.safe_io import UnsafeOutputError
 
     if runner not in ("local", "dask"):
         fail(f"--runner {runner!r}: expected local or dask", code=EXIT_USAGE, as_json=as_json)
     try:
-        settings = load_pipeline_config(config, warehouse=warehouse, out=out)
+        settings = replace(load_pipeline_config(config, warehouse=warehouse, out=out), allow_symlinked_out=allow_symlinked_out)
         if models:
             settings = replace(settings, models=models)
         if window is not None:
@@ -233,7 +240,7 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
             result = run_pipeline(settings, runner=runner, address=address, backfill=window)
     except (ConfigError, BackfillError) as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
-    except PipelineBusy as exc:
+    except (PipelineBusy, UnsafeOutputError) as exc:
         fail(str(exc), as_json=as_json)
     if as_json:
         emit_json(result)

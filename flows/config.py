@@ -8,12 +8,14 @@ embedded default needs only the install and works from any folder.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
 
 from perfledger.estimator.scenarios import DEFAULT_SCENARIOS
+from perfledger.safe_io import InputFileError, load_yaml
 from perfledger.settings import config_path, reports_dir, warehouse_root
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
@@ -40,6 +42,7 @@ class PipelineConfig:
     scenarios: Path = field(default=DEFAULT_SCENARIOS)      # reference scenarios per model
     gate: dict = field(default_factory=lambda: {"warn_pct": 5.0, "fail_pct": 10.0})
     stages: list[str] = field(default_factory=lambda: list(STAGES))
+    allow_symlinked_out: bool = False                       # `out` may be a symlink into another tree (--allow-symlinked-out)
 
     def to_params(self) -> dict:
         """JSON-safe flow parameters (what a Prefect deployment stores)."""
@@ -72,7 +75,10 @@ def _matrices(raw: dict, path: Path) -> list[dict]:
 
 
 def _gate(raw: dict, path: Path) -> dict:
-    gate = {"warn_pct": 5.0, "fail_pct": 10.0, **(raw.get("gate") or {})}
+    given = raw.get("gate") or {}
+    if not isinstance(given, dict):
+        raise ConfigError(f"{path}: gate must be a mapping {{warn_pct, fail_pct}}, not {type(given).__name__}")
+    gate = {"warn_pct": 5.0, "fail_pct": 10.0, **given}
     unknown = sorted(set(gate) - GATE_KEYS)
     if unknown:
         raise ConfigError(f"{path}: gate: unknown key(s) {unknown}; known: {sorted(GATE_KEYS)}")
@@ -87,19 +93,19 @@ def _gate(raw: dict, path: Path) -> dict:
 
 def _location(option: str | Path | None, value: str | None, base: Path, default) -> Path:
     """A command-line value (relative to the working directory), else the file's (relative to its folder),
-    else the settings default (environment, then the state folder)."""
-    if option:
-        return Path(option).expanduser().resolve()
-    return config_path(value, base).resolve() if value else default().resolve()
+    else the settings default (environment, then the state folder); made absolute with symlinks kept, so
+    the output-folder check sees the folder that was named (safe_io.check_output_folder)."""
+    path = Path(option).expanduser() if option else config_path(value, base) if value else default()
+    return Path(os.path.abspath(path))
 
 
 def load_pipeline_config(path: Path | None = None, *, warehouse: str | None = None, out: Path | None = None) -> PipelineConfig:
     """Load and check a config; command-line values win over the file."""
     path = Path(path).resolve() if path else DEFAULT_CONFIG
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read pipeline config ({exc})") from None
+        raw = load_yaml(path, loader_class=yaml.SafeLoader) or {}
+    except InputFileError as exc:
+        raise ConfigError(f"{exc.where}: cannot read pipeline config ({exc.reason})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the pipeline config must be a mapping")
     unknown = sorted(set(raw) - KNOWN_KEYS)

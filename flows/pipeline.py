@@ -21,11 +21,13 @@ from perfledger.flows.config import PipelineConfig
 from perfledger.flows.ingest import ingest_task
 from perfledger.flows.keys import StageCache, content_key, file_digest, warehouse_state
 from perfledger.flows.tasks import estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task, validate_task
+from perfledger.safe_io import check_output_folder
 from perfledger.warehouse.inventory import curated_inventory, table_totals
-from perfledger.warehouse.lock import WarehouseBusy, run_lock
+from perfledger.warehouse.lock import WarehouseBusy, check_writable, run_lock
 from perfledger.warehouse.store import Warehouse
 
 PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix", ESTIMATES_TABLE)
+WAREHOUSE_WRITERS = ("ingest", "ledger", "matrix", "estimate")  # stages that write the warehouse
 
 
 class PipelineBusy(RuntimeError):
@@ -122,7 +124,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
     site = {}
     if st.wanted("publish"):
         site = st.run("publish", PUBLISH_READS, [ledgers, deployments, validation, cfg.models],
-                      lambda: publish_task(root, out, cfg.models, run),
+                      lambda: publish_task(root, out, cfg.models, run, cfg.allow_symlinked_out),
                       lambda result: Path(result["index"]).is_file())
     run["seconds"] = time.perf_counter() - started
     return {"summary": site.get("summary"), "site": site.get("index"), "ingest": report, "stages": st.records,
@@ -146,7 +148,10 @@ def task_runner(runner: str, address: str | None):
 
 def run_pipeline(config: PipelineConfig, *, runner: str = "local", address: str | None = None,
                  backfill: dict | None = None, wait_s: float = 5.0) -> dict:
-    """Run the main job as a Prefect flow; one run per output folder at a time (else PipelineBusy)."""
+    """Run the main job as a Prefect flow; one run per output folder at a time (else PipelineBusy).
+    A warehouse the run would write but cannot (read-only, not a folder), or an output folder that is a
+    symlink into another tree without `allow_symlinked_out`, fails it before the first stage."""
+    check_output_folder(config.out, allow_symlink=config.allow_symlinked_out)
     chosen = task_runner(runner, address)
     flow_fn = pipeline_flow.with_options(task_runner=chosen) if chosen else pipeline_flow
     guard = Path(config.out) / ".pipeline"
@@ -158,4 +163,6 @@ def run_pipeline(config: PipelineConfig, *, runner: str = "local", address: str 
             who = holder.read_text() if holder.exists() else "unknown process"
             raise PipelineBusy(f"output folder {config.out} is busy: another perfledger run holds it ({who}); "
                                "try again later") from None
+        if backfill is not None or set(WAREHOUSE_WRITERS) & set(config.stages):
+            check_writable(config.warehouse)
         return flow_fn(config.to_params(), partitioned=runner == "dask", backfill=backfill)

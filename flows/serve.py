@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from perfledger.safe_io import InputFileError, load_yaml
+
 PREFECT_YAML = "prefect.yaml"
 ENTRYPOINT = "flows/deployments.py:scheduled_run"
 
@@ -34,17 +36,22 @@ class Deployment:
 
 def load_deployments(path: Path | None = None) -> list[Deployment]:
     path = Path(path) if path else Path.cwd() / PREFECT_YAML
-    if not path.is_file():
+    if not path.exists():
         raise DeploymentError(f"{path}: no such deployments file (run from a folder with a prefect.yaml, or pass --file)")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise DeploymentError(f"{path}: cannot read ({exc})") from None
+        raw = load_yaml(path, loader_class=yaml.SafeLoader) or {}
+    except InputFileError as exc:
+        raise DeploymentError(f"{exc.where}: cannot read ({exc.reason})") from None
+    entries = (raw.get("deployments") or []) if isinstance(raw, dict) else None
+    if not isinstance(entries, list):
+        raise DeploymentError(f"{path}: expected a mapping with a 'deployments' list")
     out = []
-    for i, entry in enumerate(raw.get("deployments") or []):
+    for i, entry in enumerate(entries):
         where = f"{path}: deployments[{i}]"
         if not isinstance(entry, dict) or "name" not in entry:
             raise DeploymentError(f"{where}: needs a 'name'")
+        if not isinstance(entry.get("parameters") or {}, dict) or not isinstance(entry.get("schedules") or [], list):
+            raise DeploymentError(f"{where}: 'parameters' must be a mapping and 'schedules' a list")
         if entry.get("entrypoint") != ENTRYPOINT:
             raise DeploymentError(f"{where}.entrypoint: expected {ENTRYPOINT!r}")
         for j, sched in enumerate(entry.get("schedules") or []):

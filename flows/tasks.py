@@ -96,9 +96,9 @@ def generate_task(deployment: str, out: str) -> dict:
 
 
 @task(name="publish", **IO_RETRIES)
-def publish_task(root: str, out: str, models: list[str], run: dict) -> dict:
+def publish_task(root: str, out: str, models: list[str], run: dict, allow_symlinked_out: bool = False) -> dict:
     from perfledger.reports.site import build_site
     from perfledger.reports.summary import write_summary
 
-    site = build_site(Path(root), Path(out), models, run)
+    site = build_site(Path(root), Path(out), models, run, allow_symlinked_out=allow_symlinked_out)
     return {**site, "summary": str(write_summary(Path(out), run))}

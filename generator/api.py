@@ -53,13 +53,15 @@ def render_document(doc: Any, where: str) -> Rendered:
 
 
 def generate(input_path: Path, overrides: list[str], out_dir: Path, backend: str | None = None,
-             version: str | None = None, target: str | None = None) -> GenerationResult:
-    """Render every artifact for one unified deployment YAML into out_dir.
+             version: str | None = None, target: str | None = None, *,
+             allow_symlinked_out: bool = False) -> GenerationResult:
+    """Render every artifact for one unified deployment YAML into out_dir (a symlink to a folder in another
+    tree only with `allow_symlinked_out`).
 
     Files an earlier generation wrote into out_dir (its manifest) and this one does not are removed, with
     a warning each. Raises GeneratorError (bad input; `.where` names the file/key) or UsageError.
     """
     raw = load_yaml_file(Path(input_path))
     rendered = render_document(build_document(raw, overrides, backend, version, target), str(input_path))
-    files, cleanup = write_output(Path(out_dir), rendered.files)
+    files, cleanup = write_output(Path(out_dir), rendered.files, allow_symlinked_out=allow_symlinked_out)
     return GenerationResult(files, rendered.mode, [*rendered.warnings, *cleanup])

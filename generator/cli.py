@@ -16,6 +16,8 @@ def generate_command(
     version: str | None = typer.Option(None, help="Backend version (wins over the file)."),
     target: str | None = typer.Option(None, help="dynamo | llm-d-helm | llm-d-kustomize."),
     out: Path | None = typer.Option(None, "--out", help="Output folder."),
+    allow_symlinked_out: bool = typer.Option(
+        False, "--allow-symlinked-out", help="Write into --out even when it is a symlink to a folder in another tree."),
     explain_key: str | None = typer.Option(None, "--explain", help="Print a key's schema and flags, then exit."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
@@ -33,7 +35,8 @@ def generate_command(
             fail("generate needs INPUT.yaml and --out DIR (or --explain KEY)", code=EXIT_USAGE, as_json=as_json)
         from perfledger.generator.api import generate
 
-        result = generate(input_yaml, set_, out, backend=backend, version=version, target=target)
+        result = generate(input_yaml, set_, out, backend=backend, version=version, target=target,
+                          allow_symlinked_out=allow_symlinked_out)
     except UsageError as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
     except GeneratorError as exc:

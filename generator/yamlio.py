@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from perfledger.generator.errors import GeneratorError
+from perfledger.safe_io import InputFileError, load_yaml
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -41,12 +42,12 @@ def parse_yaml(text: str, where: str) -> Any:
 
 
 def load_yaml_file(path: Path) -> Any:
-    """Read and safely parse one YAML file; a missing file is a GeneratorError naming it."""
+    """Read and safely parse one YAML file within perfledger.safe_io's caps (a regular UTF-8 file, bounded
+    size, nesting and alias expansion); any failure is a GeneratorError naming the file and line."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise GeneratorError(str(path), f"cannot read: {exc.strerror}") from None
-    return parse_yaml(text, str(path))
+        return load_yaml(Path(path), loader_class=_UniqueKeyLoader)
+    except InputFileError as exc:
+        raise GeneratorError(exc.where, exc.reason) from None
 
 
 def load_package_yaml(name: str) -> Any:

@@ -232,9 +232,10 @@ def load_all(directory: Path = LANES_DIR) -> list[ModelSpec]:
 
 
 def find_spec(model: str, directory: Path = LANES_DIR) -> ModelSpec:
-    """The spec for a model given by HF id or by file stem (e.g. `kimi-k3`)."""
+    """The spec for a model given by HF id or by file stem (e.g. `kimi-k3`). A name with a folder in it is
+    only ever an HF id, so no file outside `directory` is read (`../x` is no way to another YAML)."""
     stem = Path(directory) / f"{model}.yaml"
-    if stem.exists():
+    if Path(model).name == model and stem.is_file():
         return load_spec(stem)
     for spec in load_all(directory):
         if spec.model == model:

@@ -5,11 +5,32 @@ from importlib import import_module
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
+from typer.core import TyperGroup
 
+from perfledger.console import fail
 from perfledger.settings import REFERENCE_ENV
 
+
+class Commands(TyperGroup):
+    """The root command group. A warehouse that cannot be written (read-only, not a folder) or is busy ends
+    whichever command was writing it with one line and exit 1: one handler here, none per command."""
+
+    def invoke(self, ctx: click.Context):
+        as_json = "--json" in ctx.args  # the arguments after the command name, still to be parsed
+        try:
+            return super().invoke(ctx)
+        except (PermissionError, RuntimeError) as exc:
+            from perfledger.warehouse.lock import WarehouseBusy, WarehouseUnwritable
+
+            if not isinstance(exc, (WarehouseBusy, WarehouseUnwritable)):
+                raise
+            fail(str(exc), as_json=as_json)
+
+
 app = typer.Typer(
+    cls=Commands,
     no_args_is_help=True,
     add_completion=False,
     help="Ingest, validate and version LLM-inference perf data; derive ledgers, matrices, estimates, configs.",

@@ -2,7 +2,8 @@
 
 Reading: only regular files (a FIFO, device or folder named like an input is refused, never opened in a
 way that blocks), within a size cap; YAML and JSON are parsed with caps on size, nesting and alias
-expansion, YAML scalars stay the text written (`version: 0.20` is "0.20"). Writing: every artifact is a
+expansion; YAML scalars stay the text written (`version: 0.20` is "0.20") unless a config asks for typed
+values (a SafeLoader). Writing: every artifact is a
 new file renamed over its name, so a link planted in an output folder is replaced, never followed.
 Every failure is an `InputFileError` whose message starts with `file[:line[:column]]`.
 """
@@ -31,7 +32,7 @@ class InputFileError(ValueError):
     def __init__(self, path: Path | str, reason: str, line: int | None = None, column: int | None = None):
         where = ":".join(str(p) for p in (path, line, column) if p is not None)
         super().__init__(f"{where}: {reason}")
-        self.path, self.reason, self.line, self.column = str(path), reason, line, column
+        self.path, self.reason, self.line, self.column, self.where = str(path), reason, line, column, where
 
 
 class UnsafeOutputError(OSError):
@@ -119,12 +120,13 @@ def _check_node_budget(root: yaml.Node, path: Path) -> None:
             stack.extend((part, depth + 1) for pair in node.value for part in pair)
 
 
-def load_yaml(path: Path) -> object:
-    """A YAML file with every scalar as its text (None for an empty document), within the caps."""
+def load_yaml(path: Path, *, loader_class: type[yaml.BaseLoader] = yaml.BaseLoader) -> object:
+    """A YAML file within the caps (None for an empty document): every scalar as its text, or typed as
+    YAML 1.1 reads it with `loader_class=yaml.SafeLoader` (or a subclass) for configs of numbers and flags."""
     text = decode_utf8(read_bytes(path, MAX_SIDECAR_BYTES), path)
     loader = None
     try:
-        loader = yaml.BaseLoader(text)
+        loader = loader_class(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -170,7 +172,7 @@ def check_output_folder(out: Path, *, allow_symlink: bool = False) -> Path:
         target = out.resolve()
         if not target.is_relative_to(out.parent.resolve()):
             raise UnsafeOutputError(f"output folder {out} is a symlink to {target}, outside {out.parent}; "
-                                    "name the real folder (or allow symlinked output explicitly)")
+                                    "name the real folder, or pass --allow-symlinked-out to write there")
     if out.exists() and not out.is_dir():
         raise UnsafeOutputError(f"output folder {out} exists and is not a folder")
     return out

@@ -72,8 +72,9 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
     return Page("index", "perfledger", sections, summary="Published by `perfledger run`.")
 
 
-def build_site(root: Path, out: Path, models: list[str], run: dict) -> dict:
-    """Write the whole site; returns {"index": path, "pages": [slugs]}."""
+def build_site(root: Path, out: Path, models: list[str], run: dict, *, allow_symlinked_out: bool = False) -> dict:
+    """Write the whole site; returns {"index": path, "pages": [slugs]}. `out` may be a symlink to a folder
+    in another tree only with `allow_symlinked_out`."""
     from perfledger.estimator.scenarios import ESTIMATES_SCHEMA, ESTIMATES_TABLE
     from perfledger.ledger.source import read_or_empty
     from perfledger.reports.diff import diff_page, latest_diffs
@@ -83,7 +84,7 @@ def build_site(root: Path, out: Path, models: list[str], run: dict) -> dict:
     from perfledger.warehouse.store import Warehouse
 
     wh = Warehouse(root)
-    check_output_folder(out).mkdir(parents=True, exist_ok=True)
+    check_output_folder(out, allow_symlink=allow_symlinked_out).mkdir(parents=True, exist_ok=True)
     ledgers = write_ledger_pages(wh, models, out)
     estimates = read_or_empty(wh, ESTIMATES_TABLE, schema=ESTIMATES_SCHEMA)
     plots = _plots(out, ledgers, estimates)

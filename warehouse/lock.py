@@ -29,6 +29,20 @@ class WarehouseUnwritable(PermissionError):
     """The warehouse folder cannot take the run lock (read-only, not a folder): nothing can be written."""
 
 
+def _unwritable(root: Path, exc: OSError, detail: str = "") -> WarehouseUnwritable:
+    return WarehouseUnwritable(f"cannot write warehouse {root}: {exc.strerror or exc}{detail}")
+
+
+def check_writable(root: Path) -> None:
+    """Raise WarehouseUnwritable now when `root` could not take the run lock, so a long job that will
+    write fails before its first stage rather than at its first write."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
+    except OSError as exc:
+        raise _unwritable(root, exc, " (cannot take its run lock)") from None
+
+
 @contextmanager
 def run_lock(root: Path, *, timeout_s: float = 5.0, purpose: str = "write") -> Iterator[None]:
     """Hold the warehouse's exclusive run lock (an OS lock: released even when the holder is killed)."""
@@ -41,8 +55,7 @@ def run_lock(root: Path, *, timeout_s: float = 5.0, purpose: str = "write") -> I
         who = holder.read_text() if holder.exists() else "unknown process"
         raise WarehouseBusy(f"warehouse {root} is busy: another run holds its lock ({who}); try again later") from None
     except OSError as exc:
-        raise WarehouseUnwritable(f"cannot write warehouse {root}: {exc.strerror or exc} (cannot take its run lock)") \
-            from None
+        raise _unwritable(root, exc, " (cannot take its run lock)") from None
     try:
         try:
             holder.write_text(json.dumps({
@@ -51,7 +64,7 @@ def run_lock(root: Path, *, timeout_s: float = 5.0, purpose: str = "write") -> I
             }))
             recover(root)
         except OSError as exc:
-            raise WarehouseUnwritable(f"cannot write warehouse {root}: {exc.strerror or exc}") from None
+            raise _unwritable(root, exc) from None
         yield
     finally:
         lock.release()

@@ -44,3 +44,21 @@ def test_a_symlinked_output_folder_into_another_tree_needs_explicit_consent(tmp_
     assert not any(target.iterdir())
     written, _ = write_output(link, {"run.sh": "echo hi\n"}, allow_symlinked_out=True)
     assert (target / "run.sh").read_text() == "echo hi\n" and written[0].stat().st_mode & 0o111
+
+
+def test_generate_cli_writes_into_a_symlinked_out_only_with_allow_symlinked_out(tmp_path):
+    from typer.testing import CliRunner
+
+    from perfledger.cli import app
+
+    target = tmp_path / "other-tree" / "deploy"
+    target.mkdir(parents=True)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "out").symlink_to(target)
+    args = ["generate", str(EXAMPLES / "vllm_agg.yaml"), "--out", str(tmp_path / "mine" / "out")]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 1 and "is a symlink to" in refused.stderr and "--allow-symlinked-out" in refused.stderr
+    assert not any(target.iterdir())
+    allowed = CliRunner().invoke(app, [*args, "--allow-symlinked-out"])
+    assert allowed.exit_code == 0, allowed.output
+    assert (target / "run_0.sh").is_file() and (target / MANIFEST).is_file()

@@ -60,3 +60,36 @@ def test_ledger_markdown_escapes_every_data_string(tmp_path: Path) -> None:
            "inventory": [cell, *context["inventory"][1:]]}
     text = render(ctx, "md")
     assert "<img" not in text and text.count("&lt;img src=x onerror=alert(1)&gt;&amp;") >= 5
+
+
+def test_build_site_replaces_links_planted_in_the_output_folder(tmp_path: Path, published_site: dict) -> None:
+    """Every page, twin, plot and stylesheet a rebuild writes replaces a symlink planted at its name."""
+    from perfledger.reports.site import build_site
+
+    root, out = published_site["out"].parent / "wh", tmp_path / "site"
+    build_site(root, out, ["kimi-k3"], {})
+    written = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for name in written:
+        (out / name).unlink()
+        (out / name).symlink_to(victim)
+    build_site(root, out, ["kimi-k3"], {})
+    assert victim.read_text() == "precious"
+    assert all((out / name).is_file() and not (out / name).is_symlink() for name in written)
+    assert {"index.html", "index.md", "site.css", "ledger-kimi-k3.html", "ledger-kimi-k3.md"} <= {str(n) for n in written}
+    assert any(name.parts[0] == "plots" for name in written)  # files in a sub-folder too
+
+
+def test_build_site_into_a_symlinked_folder_elsewhere_needs_explicit_consent(tmp_path: Path) -> None:
+    from perfledger.reports.site import build_site
+
+    elsewhere = tmp_path / "other-tree" / "site"
+    elsewhere.mkdir(parents=True)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "site").symlink_to(elsewhere)
+    with pytest.raises(UnsafeOutputError, match="is a symlink to .* outside"):
+        build_site(tmp_path / "wh", tmp_path / "mine" / "site", [], {})
+    assert not any(elsewhere.iterdir())
+    build_site(tmp_path / "wh", tmp_path / "mine" / "site", [], {}, allow_symlinked_out=True)
+    assert (elsewhere / "index.html").is_file()
