@@ -44,7 +44,8 @@ def _cells(wh, spec, as_of: str | None, as_json: bool, record: bool):
 @ledger_app.command("build")
 def build_cmd(model: str = typer.Argument(..., help="HF id (moonshotai/Kimi-K3) or spec name (kimi-k3)."),
               warehouse: str | None = WAREHOUSE, as_of: str | None = AS_OF, as_json: bool = JSON,
-              record: bool = typer.Option(True, "--record/--no-record", help="Store the cells and append change events.")) -> None:
+              record: bool = typer.Option(True, "--record/--no-record",
+                                          help="Store the cells and append change events.")) -> None:
     """Derive the model's lane cells (rows, kernel sources, status, claim) from the warehouse."""
     from perfledger.ledger.view import build_payload
 
@@ -65,8 +66,10 @@ def build_cmd(model: str = typer.Argument(..., help="HF id (moonshotai/Kimi-K3) 
 def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "--format", help="md or html."),
                out: str = typer.Option(..., "--out", help="Output file."), warehouse: str | None = WAREHOUSE,
                as_of: str | None = AS_OF,
-               matrix_label: str | None = typer.Option(None, "--matrix-label", help="Support-matrix snapshot (default: latest import)."),
-               ours_label: str = typer.Option("perfledger", "--ours", help="Our built matrix to explain against the imported one."),
+               matrix_label: str | None = typer.Option(None, "--matrix-label",
+                                                       help="Support-matrix snapshot (default: latest import)."),
+               ours_label: str = typer.Option("perfledger", "--ours",
+                                              help="Our built matrix to explain against the imported one."),
                as_json: bool = JSON) -> None:
     """Render the final-state ledger record (Markdown or HTML) from the warehouse tables."""
     from pathlib import Path
