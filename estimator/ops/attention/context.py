@@ -16,7 +16,7 @@ from perfledger.estimator.fit.grid import evaluate, rows_grid
 from perfledger.estimator.fit.roofline import context_attention_sol
 from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.attention.head_size import head_ratio, reference_head_size
-from perfledger.estimator.ops.attention.kernel_lanes import LANE, lane_slice
+from perfledger.estimator.ops.attention.kernel_lanes import pool_rows
 from perfledger.estimator.ops.attention.side_ops import side_latency
 from perfledger.estimator.ops.base import OpModel
 
@@ -165,14 +165,7 @@ class ContextAttentionModel(OpModel):
         """The pool's rows from the first lane holding them (or from `lane`)."""
         filters = {"attn_dtype": key["fmha_quant"], "kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]),
                    "window_size": int(key["window"])}
-        same = pl.col("num_heads") == pl.col("num_key_value_heads")
-        if not mha:
-            filters["num_key_value_heads"] = int(key["kv_heads"])
-        where = same if mha else ~same
-        if lane is not None:
-            where = where & (pl.col(LANE) == lane)
-        return lane_slice(est, key["system"], key["backend"], key["version"], self.table, filters,
-                          where=where, lane_columns=LANE_COLUMNS, shared=shared, pinned=bool(key.get("lane_defaults", False)))
+        return pool_rows(est, key, self.table, filters, mha, LANE_COLUMNS, shared=shared, lane=lane)
 
     def _grid(self, est, key, mha: bool = False):
         """GQA pool: the kv-heads slice without its heads == kv rows; MHA pool: every heads == kv row.

@@ -18,7 +18,7 @@ from perfledger.estimator.ops.attention.context import (
     pool_picker,
     pooled_empirical,
 )
-from perfledger.estimator.ops.attention.kernel_lanes import LANE, lane_slice
+from perfledger.estimator.ops.attention.kernel_lanes import pool_rows
 from perfledger.estimator.ops.base import OpModel
 
 AXES = ("num_heads", "batch_size", "seq")  # seq = kv step + 1: the log-space transfer distance uses it
@@ -73,14 +73,7 @@ class GenerationAttentionModel(OpModel):
         """The pool's rows (first lane holding them, or `lane`) with seq = step + 1, latencies raised to
         their SOL (the reference's load clamp)."""
         filters = {"kv_cache_dtype": key["kv_quant"], "head_dim": int(key["head_dim"]), "window_size": int(key["window"])}
-        same = pl.col("num_heads") == pl.col("num_key_value_heads")
-        if not mha:
-            filters["num_key_value_heads"] = int(key["kv_heads"])
-        where = same if mha else ~same
-        if lane is not None:
-            where = where & (pl.col(LANE) == lane)
-        rows = lane_slice(est, key["system"], key["backend"], key["version"], self.table, filters,
-                          where=where, lane_columns=LANE_COLUMNS, shared=shared, pinned=bool(key.get("lane_defaults", False)))
+        rows = pool_rows(est, key, self.table, filters, mha, LANE_COLUMNS, shared=shared, lane=lane)
         rows = rows.with_columns((pl.col("step") + 1).alias("seq"))
         floor = self._pool_sol(est, key, mha)(rows["num_heads"].to_numpy(), rows["batch_size"].to_numpy(), rows["seq"].to_numpy())
         return rows.with_columns(pl.Series("latency", np.maximum(rows["latency"].to_numpy(), floor)))  # SOL clamp

@@ -122,3 +122,17 @@ def lane_slice(est, system: str, backend: str, version: str, table: str, filters
                     if name in present)
         df = df.filter(pl.col(LANE) == lane)
     return first_wins(df, table)
+
+
+def pool_rows(est, key, table: str, filters: dict, mha: bool, lane_columns: tuple[str, ...], shared: bool = True,
+              lane: str | None = None) -> pl.DataFrame:
+    """One attention pool's rows for a query: the MHA pool (every heads == kv heads row) or the query's kv-heads
+    slice without its heads == kv rows, as the reference files them; from the first lane holding them, or `lane`."""
+    same = pl.col("num_heads") == pl.col("num_key_value_heads")
+    if not mha:
+        filters = {**filters, "num_key_value_heads": int(key["kv_heads"])}
+    where = same if mha else ~same
+    if lane is not None:
+        where = where & (pl.col(LANE) == lane)
+    return lane_slice(est, key["system"], key["backend"], key["version"], table, filters, where=where,
+                      lane_columns=lane_columns, shared=shared, pinned=bool(key.get("lane_defaults", False)))
