@@ -76,6 +76,7 @@ def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "
 
     from perfledger.ledger.matrix.store import SnapshotError
     from perfledger.ledger.report import record_context, render
+    from perfledger.safe_io import UnsafeOutputError, write_file
 
     if fmt not in ("md", "html"):
         fail(f"--format {fmt!r}: expected md or html", code=EXIT_USAGE, as_json=as_json)
@@ -86,8 +87,11 @@ def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "
         context = record_context(wh, spec, cells, stamp, matrix_label, ours_label)
     except SnapshotError as exc:
         fail(str(exc), as_json=as_json)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(render(context, fmt), encoding="utf-8")
+    target = Path(out)
+    try:  # a new file renamed over the name: a symlink planted at --out is replaced, never written through
+        write_file(target.parent, target.name, render(context, fmt))
+    except UnsafeOutputError as exc:
+        fail(str(exc), as_json=as_json)
     if as_json:
         emit_json({"model": spec.model, "format": fmt, "out": str(out), "cells": cells.height})
     else:

@@ -160,6 +160,18 @@ def test_events_command(flow):
     assert [e["kind"] for e in doc["events"]].count("prune") == 1
 
 
+def test_report_replaces_a_symlink_planted_at_out(flow, tmp_path):
+    """`ledger report --out FILE` writes a new file: a symlink at FILE is replaced, its target left as it was."""
+    victim = tmp_path / "elsewhere.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "site" / "k3.md"
+    out.parent.mkdir()
+    out.symlink_to(victim)
+    assert cli("ledger", "report", "kimi-k3", "--format", "md", "--out", str(out), "--warehouse", flow["root"])[0] == 0
+    assert victim.read_text() == "keep me"
+    assert not out.is_symlink() and out.read_text().startswith("#")
+
+
 def test_hook_catches_up_ignores_unknown_batches_and_report_as_of(flow, tmp_path):
     # the hookless gb300 ingest above is caught up by the next call, once
     assert on_ingest(flow["wh"], []) >= 1
