@@ -37,11 +37,23 @@ app = typer.Typer(
 )
 
 
+def _print_version(requested: bool) -> None:
+    """`perfledger --version`: the installed distribution's version, so a bug report names what ran."""
+    if requested:
+        from importlib.metadata import version
+
+        typer.echo(f"perfledger {version('perfledger')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(reference_data: Annotated[Path | None, typer.Option(
         "--reference-data", envvar=REFERENCE_ENV, file_okay=False, exists=True,
         help="Optional reference-data folder (aic/systems, aic/model_configs, aic/catalogs) read besides the "
-             "installed aic data.")] = None) -> None:
+             "installed aic data.")] = None,
+         show_version: Annotated[bool, typer.Option(
+             "--version", is_eager=True, callback=_print_version, help="Print the installed version and exit.")] = False,
+         ) -> None:
     """Options every command shares; stage code reads them through perfledger.settings."""
     if reference_data is not None:
         os.environ[REFERENCE_ENV] = str(reference_data.resolve())

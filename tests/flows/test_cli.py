@@ -45,6 +45,13 @@ def test_validate_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "wh").exists()
 
 
+def test_version_is_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout == f"perfledger {version('perfledger')}\n"
+
+
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     missing = runner.invoke(app, ["ingest", str(tmp_path / "nope"), "--warehouse", str(tmp_path / "wh"), "--json"])
     assert missing.exit_code == 2 and "no such file or directory" in _json(missing)["error"]
