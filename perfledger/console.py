@@ -12,6 +12,7 @@ import typer
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_BLOCKING = 3  # `matrix compare` found a blocking transition: its own code, so CI can tell it from a bad call
 
 
 def _default(value: Any) -> Any:

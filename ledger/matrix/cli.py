@@ -70,7 +70,7 @@ def count_cmd(model: str = typer.Option(..., "--model", help="HuggingFaceID, e.g
 def compare_cmd(old: str = typer.Argument(..., help="Old state: a stored label, a directory or a CSV."),
                 new: str = typer.Argument(..., help="New state: a stored label, a directory or a CSV."),
                 warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
-    """Added/removed/changed rows on the six-column key. Exit 0 same, 1 changes, 2 a blocking transition."""
+    """Added/removed/changed rows on the six-column key. Exit 0 same, 1 changes, 3 a blocking transition."""
     from perfledger.ledger.matrix.compare import compare_matrices
     from perfledger.ledger.matrix.reader import MatrixFormatError
     from perfledger.ledger.matrix.store import SnapshotError, resolve

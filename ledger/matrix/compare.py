@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from perfledger.console import EXIT_BLOCKING
 from perfledger.ledger.matrix.rules import MatrixRules, Transition, load_rules
 
-EXIT_SAME, EXIT_CHANGED, EXIT_BLOCKING = 0, 1, 2
+EXIT_SAME, EXIT_CHANGED = 0, 1
 
 
 @dataclass

@@ -3,7 +3,8 @@
 import polars as pl
 import pytest
 
-from perfledger.ledger.matrix.compare import EXIT_BLOCKING, EXIT_CHANGED, EXIT_SAME, compare_matrices
+from perfledger.console import EXIT_BLOCKING
+from perfledger.ledger.matrix.compare import EXIT_CHANGED, EXIT_SAME, compare_matrices
 from perfledger.ledger.matrix.reader import read_matrix
 from perfledger.ledger.matrix.summary import count_model, model_block, summarize
 from tests.ledger.curated import MATRIX_STATES, wheel_systems

@@ -13,7 +13,7 @@ from perfledger.ledger.hooks import on_ingest
 from perfledger.ledger.record import stored_events
 from perfledger.warehouse.ingest import ingest
 from perfledger.warehouse.store import Warehouse
-from tests.ledger.curated import MATRIX_STATES, SHARED_DATA
+from tests.ledger.curated import MATRIX_STATES, SHARED_DATA, wheel_systems
 
 pytestmark = pytest.mark.xdist_group("ledger-test_warehouse_flow")
 
@@ -105,7 +105,9 @@ def test_decide_matrix_and_report(flow, tmp_path):
     assert k3_merge[1]["rows"] == 228
     assert cli("matrix", "count", "--model", "moonshotai/Kimi-K3", "--warehouse", root, "--json")[1]["rows"] == 236
     code, doc = cli("matrix", "compare", "k3-merge", "head", "--warehouse", root, "--json")
-    assert code == 1 and (doc["added"], doc["removed"]) == (3400, 2024)
+    assert code == 1 and (doc["added"], doc["removed"], doc["blocking"]) == (3400, 2024, 0)  # changes, none blocking
+    code, doc = cli("matrix", "compare", str(wheel_systems() / "support_matrix"), "head", "--warehouse", root, "--json")
+    assert code == 3 and doc["blocking"] > 0 and doc["exit_code"] == 3  # blocking has its own code: not a usage error
     assert cli("matrix", "compare", "head", "head", "--warehouse", root, "--json")[0] == 0
     assert cli("matrix", "count", "--model", "m", "--label", "nope", "--warehouse", root, "--json")[0] == 1
     md, html = tmp_path / "k3.md", tmp_path / "k3.html"
