@@ -228,6 +228,8 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
 
     if runner not in ("local", "dask"):
         fail(f"--runner {runner!r}: expected local or dask", code=EXIT_USAGE, as_json=as_json)
+    if address is not None and runner != "dask":
+        fail(f"--address {address} needs --runner dask (the {runner} runner has no scheduler)", code=EXIT_USAGE, as_json=as_json)
     try:
         settings = replace(load_pipeline_config(config, warehouse=warehouse, out=out), allow_symlinked_out=allow_symlinked_out)
         if models:

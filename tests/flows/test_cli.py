@@ -62,6 +62,9 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 def test_run_and_backfill_usage_errors_exit_2(tmp_path: Path) -> None:
     bad_runner = runner.invoke(app, ["run", "--runner", "spark", "--json"])
     assert bad_runner.exit_code == 2 and _json(bad_runner)["error"] == "--runner 'spark': expected local or dask"
+    stray_address = runner.invoke(app, ["run", "--address", "tcp://h:8786", "--json"])
+    assert stray_address.exit_code == 2
+    assert _json(stray_address)["error"] == "--address tcp://h:8786 needs --runner dask (the local runner has no scheduler)"
     bad_until = runner.invoke(app, ["backfill", "--since", "2026-01-01", "--until", "soon", "--out", str(tmp_path)])
     assert bad_until.exit_code == 2 and "--until 'soon': expected a date YYYY-MM-DD" in bad_until.output
     bad_config = runner.invoke(app, ["run", "--config", str(tmp_path / "none.yaml")])
