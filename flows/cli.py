@@ -64,12 +64,14 @@ def _run_ingest(sources: list[str], warehouse: str | None, identity: dict, as_js
     from perfledger.warehouse.paths import resolve_root
     from perfledger.warehouse.store import Warehouse, WarehouseError
 
-    target = Warehouse(resolve_root(warehouse)) if write else None
+    wh = Warehouse(resolve_root(warehouse))
+    target = wh if write else None
     bar, progress = _progress(not as_json)
     try:
         if bar:
             bar.start()
-        report = ingest(sources, target, progress=progress, on_commit=_ledger_hook() if write else None, **identity)
+        report = ingest(sources, target, progress=progress, on_commit=_ledger_hook() if write else None,
+                        known_in=None if write else wh, **identity)
     except (SourceError, CatalogError) as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
     except WarehouseError as exc:
@@ -105,10 +107,10 @@ def register(app: typer.Typer) -> None:
         _run_ingest(sources, warehouse, {"system": system, "backend": backend, "version": version}, json, write=True)
 
     @app.command()
-    def validate(sources: Sources, system: SystemOpt = None, backend: BackendOpt = None,
+    def validate(sources: Sources, warehouse: WarehouseOpt = None, system: SystemOpt = None, backend: BackendOpt = None,
                  version: VersionOpt = None, json: JsonOpt = False) -> None:
-        """Validate sources exactly as ingest would; nothing is written."""
-        _run_ingest(sources, None, {"system": system, "backend": backend, "version": version}, json, write=False)
+        """Validate sources exactly as ingest would (content the warehouse holds is known); nothing is written."""
+        _run_ingest(sources, warehouse, {"system": system, "backend": backend, "version": version}, json, write=False)
 
     @app.command()
     def tables(warehouse: WarehouseOpt = None, json: JsonOpt = False) -> None:

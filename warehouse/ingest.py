@@ -83,8 +83,9 @@ def prepare_in_order(batches: list[BatchSource]) -> Iterator[PreparedBatch | Bat
 def ingest(sources: Iterable[str], warehouse: Warehouse | None, *, system: str | None = None,
            backend: str | None = None, version: str | None = None, on_commit: OnCommit | None = None,
            progress: Callable[[int, int], None] | None = None,
-           prepare_map: PrepareMap = prepare_in_order) -> IngestReport:
-    """Ingest every batch under `sources`; with `warehouse=None` only validate (nothing written).
+           prepare_map: PrepareMap = prepare_in_order, known_in: Warehouse | None = None) -> IngestReport:
+    """Ingest every batch under `sources`; with `warehouse=None` only validate (nothing written), and
+    batches whose content `known_in` already holds count as known, not new, as an ingest there would.
 
     Everything the run writes (curated slices, findings, batch records, the `on_commit` hook's tables)
     is one commit unit: visible all at once when the run returns, rolled back if anything raises.
@@ -98,7 +99,8 @@ def ingest(sources: Iterable[str], warehouse: Warehouse | None, *, system: str |
     report = IngestReport(batches=len(batches) + len(failures))
     report.failed_batches = [{"source": f.source, "error": f.error} for f in failures]
     if warehouse is None:
-        _prepare_windows(batches, catalog, set(), report, lambda window: None, progress, prepare_map)
+        known = known_hashes(known_in) if known_in is not None else set()
+        _prepare_windows(batches, catalog, known, report, lambda window: None, progress, prepare_map)
         return report
     with run_lock(warehouse.root, purpose="ingest"), warehouse.unit():
         buffer = CommitBuffer(warehouse)

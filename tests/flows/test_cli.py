@@ -52,6 +52,18 @@ def test_version_is_the_installed_distributions() -> None:
     assert result.exit_code == 0 and result.stdout == f"perfledger {version('perfledger')}\n"
 
 
+def test_validate_counts_content_the_warehouse_holds_as_known(tmp_path: Path) -> None:
+    folder = write_staging(tmp_path / "out", "gemm_perf", GEMM_HEADER, [gemm_line(1)], batch=H200_VLLM)
+    wh = str(tmp_path / "wh")
+    before = runner.invoke(app, ["validate", str(folder), "--warehouse", wh, "--json"])
+    assert before.exit_code == 0 and _json(before)["new_batches"] == 1
+    assert runner.invoke(app, ["ingest", str(folder), "--warehouse", wh, "--json"]).exit_code == 0
+    written = sorted(p.relative_to(wh) for p in Path(wh).rglob("*"))
+    after = runner.invoke(app, ["validate", str(folder), "--warehouse", wh, "--json"])
+    assert after.exit_code == 0 and (_json(after)["batches"], _json(after)["new_batches"]) == (1, 0)
+    assert sorted(p.relative_to(wh) for p in Path(wh).rglob("*")) == written
+
+
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     missing = runner.invoke(app, ["ingest", str(tmp_path / "nope"), "--warehouse", str(tmp_path / "wh"), "--json"])
     assert missing.exit_code == 2 and "no such file or directory" in _json(missing)["error"]
