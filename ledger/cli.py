@@ -64,14 +64,15 @@ def build_cmd(model: str = typer.Argument(..., help="HF id (moonshotai/Kimi-K3) 
 
 @ledger_app.command("report")
 def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "--format", help="md or html."),
-               out: str = typer.Option(..., "--out", help="Output file."), warehouse: str | None = WAREHOUSE,
+               out: str = typer.Option("-", "--out", help="Output file; - (the default) prints the document on stdout."),
+               warehouse: str | None = WAREHOUSE,
                as_of: str | None = AS_OF,
                matrix_label: str | None = typer.Option(None, "--matrix-label",
                                                        help="Support-matrix snapshot (default: latest import)."),
                ours_label: str = typer.Option("perfledger", "--ours",
                                               help="Our built matrix to explain against the imported one."),
                as_json: bool = JSON) -> None:
-    """Render the final-state ledger record (Markdown or HTML) from the warehouse tables."""
+    """Render the final-state ledger record (Markdown or HTML) from the warehouse tables, to a file or stdout."""
     from pathlib import Path
 
     from perfledger.ledger.matrix.store import SnapshotError
@@ -80,6 +81,9 @@ def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "
 
     if fmt not in ("md", "html"):
         fail(f"--format {fmt!r}: expected md or html", code=EXIT_USAGE, as_json=as_json)
+    to_stdout = out == "-"
+    if to_stdout and as_json:
+        fail("--json needs --out FILE: stdout holds the JSON summary, not the document", code=EXIT_USAGE, as_json=True)
     spec = _spec(model, as_json)
     wh = _warehouse(warehouse)
     stamp, cells = _cells(wh, spec, as_of, as_json, record=False)
@@ -87,9 +91,13 @@ def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "
         context = record_context(wh, spec, cells, stamp, matrix_label, ours_label)
     except SnapshotError as exc:
         fail(str(exc), as_json=as_json)
+    document = render(context, fmt)
+    if to_stdout:
+        typer.echo(document, nl=not document.endswith("\n"))
+        return
     target = Path(out)
     try:  # a new file renamed over the name: a symlink planted at --out is replaced, never written through
-        write_file(target.parent, target.name, render(context, fmt))
+        write_file(target.parent, target.name, document)
     except UnsafeOutputError as exc:
         fail(str(exc), as_json=as_json)
     if as_json:

@@ -114,6 +114,11 @@ def test_decide_matrix_and_report(flow, tmp_path):
     assert cli("ledger", "report", "kimi-k3", "--format", "md", "--out", str(md), "--warehouse", root)[0] == 0
     assert cli("ledger", "report", "kimi-k3", "--format", "html", "--out", str(html), "--warehouse", root)[0] == 0
     text = md.read_text()
+    for to_stdout in (["--out", "-"], []):  # the document itself (its render time aside), nothing else
+        printed = runner.invoke(app, ["ledger", "report", "kimi-k3", *to_stdout, "--warehouse", root]).stdout
+        assert printed.splitlines()[0] == text.splitlines()[0] and "claimed 1074, found 1052 (-22)" in printed
+        assert len(printed.splitlines()) == len(text.splitlines())
+    assert cli("ledger", "report", "kimi-k3", "--json", "--warehouse", root)[0] == 2  # stdout is the JSON's
     assert "**2026-08-04** [kda]: Prune h12 &lt;decode&gt; rows" in text and "<decode>" not in text
     assert "prune 1074 → 1052 (22 rows removed" in text
     assert "claimed 1074, found 1052 (-22)" in text
