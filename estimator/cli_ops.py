@@ -16,8 +16,9 @@ def _source(data: str | None, warehouse: str | None):
     return Estimator(open_source(data, warehouse))
 
 
-def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, queries: str | None) -> None:
-    """Shared body: one query from options, or one per CSV row (options fill absent columns)."""
+def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, queries: str | None,
+                note: str | None = None) -> None:
+    """Shared body: one query from options, or one per CSV row (options fill absent columns); `note` joins each answer."""
     import polars as pl
 
     from perfledger.console import EXIT_USAGE, emit_json, fail
@@ -49,6 +50,8 @@ def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, 
         fail(str(exc), as_json=as_json)
     for row in rows:
         out = {k: row[k] for k in ("latency_ms", "sol_ms", "source") if k in row} if not queries else row
+        if note:
+            out = {**out, "note": note}
         if as_json:
             emit_json(out)
         else:
@@ -125,13 +128,18 @@ OP_OPTIONS = {
         ("ep", int, typer.Option(1, help="MoE expert-parallel size")),
         ("tokens", _INT, typer.Option(None, help="Tokens entering the MoE block")),
     ]),
-    "comm": ('NCCL collective latency: {"latency_ms", "sol_ms", "source"}.', [
+    "comm": ('NCCL collective latency: {"latency_ms", "sol_ms", "source", "note"}.', [
         ("system", _STR, typer.Option(None, help="System name (its spec picks the NCCL version)")),
         ("op", _STR, typer.Option(None, help="all_gather | reduce_scatter | all_reduce | alltoall")),
         ("quant", str, typer.Option("half", help="half | int8")),
         ("num_gpus", _INT, typer.Option(None, help="GPUs in the collective")),
         ("elements", _INT, typer.Option(None, help="Message size in elements")),
     ]),
+}
+# Options a per-op command takes as its siblings do but does not query by, and the note its answers carry.
+UNQUERIED = {
+    "comm": ([("backend", _STR, BACKEND), ("version", _STR, VERSION)],
+             "NCCL data is per system: --backend/--version do not change the answer"),
 }
 _TAIL = [("mode", str, MODE), ("data", _STR, DATA), ("warehouse", _STR, WAREHOUSE), ("queries", _STR, QUERIES),
          ("as_json", bool, JSON)]
@@ -140,14 +148,15 @@ _TAIL = [("mode", str, MODE), ("data", _STR, DATA), ("warehouse", _STR, WAREHOUS
 def _op_command(est_app: typer.Typer, op: str) -> None:
     """One per-op command: its options become one query row (or fill absent CSV columns)."""
     doc, options = OP_OPTIONS[op]
+    unqueried, note = UNQUERIED.get(op, ([], None))
 
     def command(**kw) -> None:
-        tail = {name: kw.pop(name) for name, _, _ in _TAIL}
-        run_queries(op, kw, tail["data"], tail["warehouse"], tail["mode"], tail["as_json"], tail["queries"])
+        tail = {name: kw.pop(name) for name, _, _ in [*_TAIL, *unqueried]}
+        run_queries(op, kw, tail["data"], tail["warehouse"], tail["mode"], tail["as_json"], tail["queries"], note)
 
     command.__signature__ = inspect.Signature(
         [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=kind)
-         for name, kind, opt in [*options, *_TAIL]])
+         for name, kind, opt in [*options, *unqueried, *_TAIL]])
     command.__doc__ = doc
     command.__name__ = op
     est_app.command(op)(command)

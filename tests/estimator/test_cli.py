@@ -77,6 +77,18 @@ def test_moe_and_comm_commands():
     assert res.exit_code == 1 and "num_gpus=6" in json.loads(res.stdout)["error"]
 
 
+def test_comm_takes_backend_and_version_and_says_they_do_not_matter():
+    comm = ["comm", "--system", "h200_sxm", "--op", "all_gather", "--num-gpus", "8", "--elements", "1000000",
+            "--data", "aic-package"]
+    answers = [_run(*comm, *extra, "--json") for extra in ([], ["--backend", "vllm", "--version", "0.24.0"],
+                                                            ["--backend", "trtllm", "--version", "1.3.0rc20"])]
+    assert all(a.exit_code == 0 for a in answers), answers[0].output
+    first = json.loads(answers[0].stdout)
+    assert first["latency_ms"] == pytest.approx(0.0239217, rel=1e-5) and first["note"].startswith("NCCL data is per system")
+    assert all(json.loads(a.stdout) == first for a in answers)
+    assert "note=NCCL data is per system" in _run(*comm, "--backend", "vllm").stdout
+
+
 def test_static_prices_kimi_k3_like_the_reference_and_a_backend_without_a_plan_exits_1(oracle):
     k3 = ["static", "--model", "moonshotai/Kimi-K3", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.24.0",
           "--tp", "8", "--moe-ep", "8", "--batch", "8", "--isl", "4000", "--osl", "200", "--data", "aic-package", "--json"]
