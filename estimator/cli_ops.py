@@ -124,8 +124,9 @@ OP_OPTIONS = {
         ("experts", _INT, typer.Option(None, help="Number of experts")),
         ("hidden", _INT, typer.Option(None, help="Hidden size")),
         ("inter", _INT, typer.Option(None, help="Expert intermediate size")),
-        ("tp", int, typer.Option(1, help="MoE tensor-parallel size")),
-        ("ep", int, typer.Option(1, help="MoE expert-parallel size")),
+        # the query columns stay tp/ep; the flags are named as `estimate static` names them (one meaning per flag)
+        ("tp", int, typer.Option(1, "--moe-tp", help="MoE tensor-parallel size")),
+        ("ep", int, typer.Option(1, "--moe-ep", help="MoE expert-parallel size")),
         ("tokens", _INT, typer.Option(None, help="Tokens entering the MoE block")),
     ]),
     "comm": ('NCCL collective latency: {"latency_ms", "sol_ms", "source", "note"}.', [

@@ -69,9 +69,13 @@ def test_queries_file_prints_one_object_per_line(tmp_path):
 
 def test_moe_and_comm_commands():
     res = _run("moe", *H200, "--quant", "fp8", "--hidden", "4096", "--inter", "1536", "--topk", "8", "--experts", "128",
-               "--ep", "8", "--tokens", "3000", "--mode", "sol", "--json")
+               "--moe-ep", "8", "--tokens", "3000", "--mode", "sol", "--json")
     assert json.loads(res.stdout) == {"latency_ms": pytest.approx(0.07091456), "sol_ms": pytest.approx(0.07091456),
                                       "source": "sol"}
+    for old_spelling in ("--tp", "--ep"):  # renamed as `estimate static` names them; no hidden alias
+        refused = _run("moe", *H200, "--quant", "fp8", "--hidden", "4096", "--inter", "1536", "--topk", "8",
+                       "--experts", "128", old_spelling, "8", "--tokens", "3000", "--mode", "sol")
+        assert refused.exit_code == 2 and f"No such option: {old_spelling}" in refused.output
     res = _run("comm", "--system", "h200_sxm", "--op", "all_gather", "--num-gpus", "6", "--elements", "1000",
                "--data", "aic-package", "--json")
     assert res.exit_code == 1 and "num_gpus=6" in json.loads(res.stdout)["error"]
