@@ -10,11 +10,11 @@ inside the source), so nothing that could block or never end is opened under the
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfledger import settings
 from perfledger.safe_io import InputFileError, check_regular_file, load_yaml, open_regular, quoted
 from perfledger.schemas.catalog import Catalog, CatalogError, check_safe_name
 
@@ -73,10 +73,11 @@ class DiscoveryFailure:
 
 
 def aic_package_root() -> Path:
-    spec = importlib.util.find_spec("aiconfigurator_core")
-    if spec is None or not spec.submodule_search_locations:
+    """The perf tree inside the installed aiconfigurator-core wheel (the `aic-package` source)."""
+    package = settings.aic_package_dir()
+    if package is None:
         raise SourceError("aic-package: aiconfigurator-core is not installed (pip install 'perfledger[aic]')")
-    return Path(next(iter(spec.submodule_search_locations))) / "systems" / "data"
+    return package / "systems" / "data"
 
 
 def _tree_depth(path: Path) -> int | None:

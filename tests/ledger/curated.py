@@ -7,6 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
+from perfledger import settings
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / ".." / "shared"
 SHARED_DATA = SHARED / "aic" / "perfdb-095f58a" / "systems" / "data"
@@ -14,9 +16,7 @@ MATRIX_STATES = SHARED / "aic" / "support_matrix"
 
 
 def wheel_systems() -> Path:
-    import aiconfigurator_core
-
-    return Path(aiconfigurator_core.__file__).parent / "systems"
+    return settings.aic_package_dir() / "systems"
 
 
 def read_tree_table(root: Path, table: str, *, batch: str = "b0") -> pl.DataFrame:
