@@ -103,6 +103,10 @@ class Warehouse:
     def _key(self, uri: Path) -> str:
         return str(uri.relative_to(self.root))
 
+    def _visible(self, uri: Path, pins: dict[str, int | None]) -> bool:
+        """A table exists for readers: it has a log, and another writer's open unit did not create it."""
+        return (uri / "_delta_log").is_dir() and pins.get(self._key(uri), 0) is not None
+
     # -- locations ---------------------------------------------------------------------------------
     def curated_uri(self, table: str) -> Path:
         return self.root / "curated" / check_safe_name(table, "table")
@@ -145,8 +149,7 @@ class Warehouse:
         if not base.is_dir():
             return []
         pins = self._pins()
-        return sorted(p.name for p in base.iterdir()
-                      if (p / "_delta_log").is_dir() and pins.get(self._key(p), 0) is not None)
+        return sorted(p.name for p in base.iterdir() if self._visible(p, pins))
 
     def _read(self, uri: Path, as_of: AsOf, filters: dict[str, str | None],
               columns: Sequence[str] | None = None) -> pl.DataFrame | None:
@@ -187,8 +190,7 @@ class Warehouse:
         return self._scan(delta).select(list(columns)).collect()
 
     def has_table(self, name: str) -> bool:
-        uri = self.table_uri(name)
-        return (uri / "_delta_log").is_dir() and self._pins().get(self._key(uri), 0) is not None
+        return self._visible(self.table_uri(name), self._pins())
 
     def table_version(self, name: str, *, curated: bool = False) -> int | None:
         table = self._open(self.curated_uri(name) if curated else self.table_uri(name))
