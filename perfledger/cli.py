@@ -11,6 +11,7 @@ from typer.core import TyperGroup
 
 from perfledger.console import fail
 from perfledger.settings import REFERENCE_ENV
+from perfledger.warehouse.lock import WarehouseBusy, WarehouseUnwritable
 
 
 class Commands(TyperGroup):
@@ -21,11 +22,7 @@ class Commands(TyperGroup):
         as_json = "--json" in ctx.args  # the arguments after the command name, still to be parsed
         try:
             return super().invoke(ctx)
-        except (PermissionError, RuntimeError) as exc:
-            from perfledger.warehouse.lock import WarehouseBusy, WarehouseUnwritable
-
-            if not isinstance(exc, (WarehouseBusy, WarehouseUnwritable)):
-                raise
+        except (WarehouseBusy, WarehouseUnwritable) as exc:
             fail(str(exc), as_json=as_json)
 
 
