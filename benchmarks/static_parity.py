@@ -36,7 +36,7 @@ def wheel_dir() -> Path:
 
 def models() -> list[tuple[str, str]]:
     """(Org/Model, family) for every wheel model config whose architecture models.yaml prices."""
-    from perfledger.estimator.models.plans.registry import catalog
+    from perfledger.estimator.models.config import catalog
 
     arches = catalog()["architectures"]
     out = []

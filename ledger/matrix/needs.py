@@ -117,7 +117,7 @@ def _plan_kernels(spec: Any, at: str) -> list[dict]:
     """`plan_kernels: {architecture, backend, step, template}`: one op template per kernel the architecture's static
     layer plan runs at `step` on `backend` (the estimator's models.yaml `backends`), so the kernels a backend runs
     are stated once and the matrix asks exactly what the static estimate prices."""
-    from perfledger.estimator.models.plans.registry import MODELS_YAML, catalog
+    from perfledger.estimator.models.config import MODELS_YAML, catalog
 
     if not isinstance(spec, dict) or set(spec) != {"architecture", "backend", "step", "template"} \
             or not isinstance(spec["template"], dict):
