@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from perfledger.estimator.cli_ops import DATA, JSON, MODE, WAREHOUSE, _priced, _source, register_ops
+from perfledger.estimator.cli_ops import DATA, JSON, MODE, WAREHOUSE, _priced, _source, model_for, register_ops
 
 MODEL_CONFIG_HELP = ("HF config.json, or a folder holding one (and its hf_quant_config.json when present), used "
                      "instead of looking --model up in the model-config folders")
+MODEL_HELP = ("HF id (Qwen/Qwen3-32B), lane-spec name (kimi-k3) or a path to a config.json or a folder holding one; "
+              "an unknown name lists close matches")
+SYSTEM = typer.Option(..., help="System name, e.g. h200_sxm (an unknown one lists the known systems)")
+BACKEND = typer.Option(..., help="trtllm | sglang | vllm")
+VERSION = typer.Option(..., help="Backend version folder, e.g. 1.3.0rc20 (`perfledger tables` lists them)")
 
 
 def register(app: typer.Typer) -> None:
@@ -18,11 +23,11 @@ def register(app: typer.Typer) -> None:
 
     @est_app.command("static")
     def static_cmd(
-        model: str | None = typer.Option(None, help="HF id, e.g. Qwen/Qwen3-32B (config from the model-config folders)"),
+        model: str | None = typer.Option(None, help=MODEL_HELP),
         model_config: str | None = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP),
-        system: str = typer.Option(..., help="System name"),
-        backend: str = typer.Option(..., help="trtllm | sglang | vllm"),
-        version: str = typer.Option(..., help="Backend version folder"),
+        system: str = SYSTEM,
+        backend: str = BACKEND,
+        version: str = VERSION,
         tp: int = typer.Option(1, help="Attention tensor parallel size"),
         moe_tp: int = typer.Option(1, help="MoE tensor parallel size"),
         moe_ep: int = typer.Option(1, help="MoE expert parallel size"),
@@ -34,7 +39,8 @@ def register(app: typer.Typer) -> None:
         kv_quant: str | None = typer.Option(None, help="KV-cache quant (default: the checkpoint's, else bfloat16)"),
         fmha_quant: str | None = typer.Option(None, help="Attention (FMHA) quant (default: the checkpoint's, else bfloat16)"),
         mode: str = MODE,
-        breakdown: bool = typer.Option(False, "--breakdown", help="Include per-op context/generation ms"),
+        breakdown: bool = typer.Option(False, "--breakdown", help="Per-op ms: context (prefill), decode per step and "
+                                       "decode total over osl-1 steps"),
         data: str | None = DATA,
         warehouse: str | None = WAREHOUSE,
         as_json: bool = JSON,
@@ -42,14 +48,15 @@ def register(app: typer.Typer) -> None:
         """Static whole-model estimate: {"ttft_ms", "tpot_ms", "quants", "memory"} (TTFT = prefill, TPOT = decode / (osl - 1)).
 
         "quants" gives each quant used and its source: flag, checkpoint or default; "memory" the per-GPU GiB
-        (weights, kv, activations, runtime, total, capacity, fits, kv_budget, kv_fits; null when unsized)."""
+        (weights, kv, activations, runtime, total, capacity, fits, kv_budget, kv_fits; null when unsized);
+        --breakdown adds "breakdown": {"unit": "ms", "decode_steps", "ops": {op: {context, decode_per_step,
+        decode_total}}}."""
         from perfledger.console import emit_json
-        from perfledger.estimator.models.config import model_config_at
         from perfledger.estimator.models.memory import static_memory
         from perfledger.estimator.static import Deploy, static
 
         def compute():
-            config = model_config_at(model_config, name=model) if model_config else model
+            config = model_for(model, model_config)
             deploy = Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, gemm_quant=gemm_quant,
                             moe_quant=moe_quant, kv_quant=kv_quant, fmha_quant=fmha_quant)
             result = static(_source(data, warehouse), config, deploy, batch=batch, isl=isl, osl=osl, mode=mode.lower())
@@ -59,30 +66,27 @@ def register(app: typer.Typer) -> None:
         usage = ("give --model or --model-config" if not (model or model_config)
                  else "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1 else None)
         result, memory = _priced(compute, as_json, usage)
-        out = result if breakdown else {k: result[k] for k in ("ttft_ms", "tpot_ms", "quants")}
+        out = {k: result[k] for k in ("ttft_ms", "tpot_ms", "quants")}
         out["memory"] = memory
+        if breakdown:
+            out["breakdown"] = op_breakdown(result["context"], result["generation"], osl - 1)
         if as_json:
             emit_json(out)
         else:
-            used = "  ".join(f"{q}={v['quant']}({v['source']})" for q, v in out["quants"].items())
-            mem = out["memory"]
-            held = ""
-            if mem:
-                fit_note = "" if mem["fits"] else " (does not fit)"
-                held = f"  memory={mem['total']:.1f}/{mem['capacity']:.1f} GiB per GPU{fit_note}"
-            typer.echo(f"ttft_ms={out['ttft_ms']:.4f}  tpot_ms={out['tpot_ms']:.4f}  {used}{held}")
+            print_static(out)
 
     @est_app.command("prefill-dsa")
     def prefill_dsa_cmd(
-        model: str = typer.Option(..., help="DSA model with a lane in models/dsa_prefill.yaml, e.g. zai-org/GLM-5-FP8"),
+        model: str = typer.Option(..., help="DSA model with a lane in models/dsa_prefill.yaml, e.g. zai-org/GLM-5-FP8 "
+                                  "(HF id, lane-spec name or config path, as for static)"),
         model_config: str | None = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP),
         isl: int = typer.Option(..., help="Input sequence length"),
         cp: int = typer.Option(..., help="Context-parallel size"),
         batch: int = typer.Option(1, help="Batch size"),
         prefix: int = typer.Option(0, help="Cached prefix (past KV) tokens"),
-        system: str = typer.Option("b200_sxm", help="System name"),
-        backend: str = typer.Option("sglang", help="Backend"),
-        version: str = typer.Option("0.5.14", help="Backend version folder"),
+        system: str = SYSTEM,
+        backend: str = BACKEND,
+        version: str = VERSION,
         moe_tp: int | None = typer.Option(None, help="MoE TP size (default: cp / moe_ep)"),
         moe_ep: int = typer.Option(1, help="MoE EP size"),
         dense_first_k: bool = typer.Option(False, "--dense-first-k", help="Also price first_k_dense_replace layers as dense MLP"),
@@ -91,20 +95,47 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON,
     ) -> None:
         """DSA prefill under context parallelism: per-layer breakdown and prefill_ms."""
-        from perfledger.console import emit_json
-        from perfledger.estimator.models.config import model_config_at
+        from perfledger.console import emit_json, number, print_table
         from perfledger.estimator.models.dsa_prefill import prefill_dsa
 
         def compute():
-            config = model_config_at(model_config, name=model) if model_config else None
-            return prefill_dsa(_source(data, warehouse), model, system, backend, version, isl=isl, cp=cp, batch=batch,
-                               prefix=prefix, moe_tp=moe_tp, moe_ep=moe_ep, dense_first_k=dense_first_k, config=config)
+            config = model_for(model, model_config)
+            return prefill_dsa(_source(data, warehouse), config.name, system, backend, version, isl=isl, cp=cp,
+                               batch=batch, prefix=prefix, moe_tp=moe_tp, moe_ep=moe_ep, dense_first_k=dense_first_k,
+                               config=config)
 
         bad = "--isl, --cp, --batch must be >= 1 and --prefix >= 0" if min(isl, cp, batch) < 1 or prefix < 0 else None
         result = _priced(compute, as_json, bad)
         if as_json:
             emit_json(result)
         else:
-            for name, ms in result["per_layer"].items():
-                typer.echo(f"{name:<24}{ms:>12.4f} ms/layer")
-            typer.echo(f"prefill_ms={result['prefill_ms']:.4f}")
+            print_table(["part", "ms per layer"], [[name, ms] for name, ms in result["per_layer"].items()])
+            typer.echo(f"prefill: {number(result['prefill_ms'], 'ms')}")
+
+
+def op_breakdown(context: dict[str, float], generation: dict[str, float], steps: int) -> dict:
+    """Per-op ms of a static estimate, named with their units: context (the prefill), decode per step (the
+    mean over the osl-1 decode steps) and decode total (all steps)."""
+    ops = {}
+    for op in [*context, *(g for g in generation if g not in context)]:
+        total = generation.get(op)
+        ops[op] = {"context": context.get(op), "decode_per_step": None if total is None or not steps else total / steps,
+                   "decode_total": total}
+    return {"unit": "ms", "decode_steps": steps, "ops": ops}
+
+
+def print_static(out: dict) -> None:
+    """The human form of `estimate static`: TTFT/TPOT with units, quants and memory, the breakdown as a table."""
+    from perfledger.console import number, print_table
+
+    typer.echo(f"TTFT {number(out['ttft_ms'], 'ms')}   TPOT {number(out['tpot_ms'], 'ms')}")
+    typer.echo("quants: " + ", ".join(f"{q} {v['quant']} ({v['source']})" for q, v in out["quants"].items()))
+    mem = out["memory"]
+    if mem:
+        fit_note = "fits" if mem["fits"] else "does not fit"
+        typer.echo(f"memory: {number(mem['total'], 'GiB')} of {number(mem['capacity'], 'GiB')} per GPU ({fit_note})")
+    if "breakdown" in out:
+        b = out["breakdown"]
+        rows = [[op, v["context"], v["decode_per_step"], v["decode_total"]] for op, v in b["ops"].items()]
+        rows.append(["total", out["ttft_ms"], out["tpot_ms"], out["tpot_ms"] * b["decode_steps"]])
+        print_table(["op", "context ms", "decode ms/step", f"decode ms ({b['decode_steps']} steps)"], rows)

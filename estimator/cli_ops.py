@@ -87,6 +87,23 @@ QUERIES = typer.Option(None, "--queries", help="CSV of queries; one JSON line pe
 JSON = typer.Option(False, "--json", help="Print JSON")
 
 
+def model_for(model: str | None, model_config: str | None):
+    """The ModelConfig that `--model` names (an HF id, a lane-spec name or a config path, resolved by
+    schemas.model_names as every command resolves it) or that `--model-config PATH` reads (--model then labels it)."""
+    from perfledger.estimator.models.config import model_config as named_config
+    from perfledger.estimator.models.config import model_config_at
+    from perfledger.schemas.model_names import UnknownModel, resolve_model_name
+
+    if model_config:
+        try:
+            label = resolve_model_name(model).label if model else None
+        except UnknownModel:
+            label = model  # a name of the user's own for their checkpoint
+        return model_config_at(model_config, name=label)
+    ref = resolve_model_name(model)
+    return model_config_at(ref.config_path, name=ref.label) if ref.config_path else named_config(ref.hf_id)
+
+
 def _priced(compute, as_json: bool, bad_usage: str | None) -> dict:
     """Run a whole-model pricing call; usage problems exit 2, estimator/data errors exit 1 (named)."""
     from perfledger.console import EXIT_USAGE, fail

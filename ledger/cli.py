@@ -11,11 +11,15 @@ ledger_app = typer.Typer(no_args_is_help=True, help="Bring-up ledgers derived fr
 AS_OF = typer.Option(None, "--as-of", help="ISO timestamp, or a version of the warehouse's batches table.")
 
 
+MODEL = typer.Argument(..., help="HF id (moonshotai/Kimi-K3), lane-spec name (kimi-k3) or a path to its config.json; "
+                                 "an unknown name lists close matches.")
+
+
 def _spec(model: str, as_json: bool):
-    from perfledger.ledger.specs import LaneSpecError, find_spec
+    from perfledger.ledger.specs import LaneSpecError, spec_for
 
     try:
-        return find_spec(model)
+        return spec_for(model)
     except LaneSpecError as exc:
         fail(str(exc), as_json=as_json)
 
@@ -42,7 +46,7 @@ def _cells(wh, spec, as_of: str | None, as_json: bool, record: bool):
 
 
 @ledger_app.command("build")
-def build_cmd(model: str = typer.Argument(..., help="HF id (moonshotai/Kimi-K3) or spec name (kimi-k3)."),
+def build_cmd(model: str = MODEL,
               warehouse: str | None = WAREHOUSE, as_of: str | None = AS_OF, as_json: bool = JSON,
               record: bool = typer.Option(True, "--record/--no-record",
                                           help="Store the cells and append change events.")) -> None:
@@ -63,7 +67,7 @@ def build_cmd(model: str = typer.Argument(..., help="HF id (moonshotai/Kimi-K3) 
 
 
 @ledger_app.command("report")
-def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "--format", help="md or html."),
+def report_cmd(model: str = MODEL, fmt: str = typer.Option("md", "--format", help="md or html."),
                out: str = typer.Option("-", "--out", help="Output file; - (the default) prints the document on stdout."),
                warehouse: str | None = WAREHOUSE,
                as_of: str | None = AS_OF,
@@ -107,7 +111,7 @@ def report_cmd(model: str = typer.Argument(...), fmt: str = typer.Option("md", "
 
 
 @ledger_app.command("decide")
-def decide_cmd(model: str = typer.Argument(...), date: str = typer.Option(..., "--date", help="YYYY-MM-DD"),
+def decide_cmd(model: str = MODEL, date: str = typer.Option(..., "--date", help="YYYY-MM-DD"),
                text: str = typer.Option(..., "--text"), lane: str | None = typer.Option(None, "--lane"),
                warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """Record a dated owner decision or note (optionally about one lane)."""
@@ -130,7 +134,7 @@ def decide_cmd(model: str = typer.Argument(...), date: str = typer.Option(..., "
 
 
 @ledger_app.command("events")
-def events_cmd(model: str = typer.Argument(...), warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
+def events_cmd(model: str = MODEL, warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     """The model's change events (collect, append, replace, prune, relabel, ...) in time order."""
     from perfledger.ledger.record import stored_events
 

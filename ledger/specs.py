@@ -231,6 +231,21 @@ def load_all(directory: Path = LANES_DIR) -> list[ModelSpec]:
     return [load_spec(p) for p in sorted(Path(directory).glob("*.yaml"))]
 
 
+def spec_for(name: str) -> ModelSpec:
+    """The lane spec of a model named any way a command accepts (HF id in any case, lane-spec name, config path;
+    schemas.model_names); a known model without a lane spec, or an unknown name, is a LaneSpecError saying so."""
+    from perfledger.schemas.model_names import UnknownModel, lane_models, resolve_model_name
+
+    try:
+        ref = resolve_model_name(name)
+    except UnknownModel as exc:
+        raise LaneSpecError(str(exc)) from None
+    if ref.lane is None:
+        raise LaneSpecError(f"{ref.label} has no lane spec in schemas/lanes/ (models with one: "
+                            f"{', '.join(f'{stem} ({hf})' for stem, hf in lane_models().items())})")
+    return find_spec(ref.lane)
+
+
 def find_spec(model: str, directory: Path = LANES_DIR) -> ModelSpec:
     """The spec for a model given by HF id or by file stem (e.g. `kimi-k3`). A name with a folder in it is
     only ever an HF id, so no file outside `directory` is read (`../x` is no way to another YAML)."""

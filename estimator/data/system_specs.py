@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -77,6 +78,12 @@ def parse_spec(path: Path, name: str) -> SystemSpec:
     )
 
 
+def known_systems(dirs: tuple[Path, ...]) -> list[str]:
+    """System names the spec folders hold: YAMLs with a `data_dir:` line (the folders also keep manifests)."""
+    return sorted({p.stem for d in dirs if d.is_dir() for p in d.glob("*.yaml")
+                   if any(line.startswith("data_dir:") for line in p.read_text().splitlines())})
+
+
 @cache
 def load_spec(system: str, search: tuple[Path, ...] | None = None) -> SystemSpec:
     """Load `<system>.yaml` from the first directory that has it (default: `settings.system_spec_dirs()`)."""
@@ -85,4 +92,8 @@ def load_spec(system: str, search: tuple[Path, ...] | None = None) -> SystemSpec
         path = d / f"{system}.yaml"
         if path.is_file():
             return parse_spec(path, system)
-    raise UnknownSystemError(f"unknown system {system!r}: no {system}.yaml in {', '.join(map(str, dirs))}")
+    known = known_systems(tuple(dirs))
+    close = difflib.get_close_matches(system, known, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    raise UnknownSystemError(f"unknown system {system!r}: {hint}known systems: {', '.join(known) or 'none'} "
+                             f"(system specs in {', '.join(map(str, dirs))})")

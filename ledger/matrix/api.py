@@ -8,7 +8,7 @@ from perfledger.estimator.models.config_expr import ConfigExprError
 from perfledger.ledger.matrix.build import build_rows, combinations
 from perfledger.ledger.matrix.rules import load_rules
 from perfledger.ledger.source import build_cells, read_or_empty
-from perfledger.ledger.specs import LaneSpecError, find_spec
+from perfledger.ledger.specs import LaneSpecError, spec_for
 
 
 class MatrixBuildError(ValueError):
@@ -46,7 +46,7 @@ def build_matrix(wh, models: list[str], *, system: str | None = None, backend: s
     frames = []
     for model in models:
         try:
-            spec = find_spec(model)
+            spec = spec_for(model)
         except LaneSpecError as exc:
             raise MatrixBuildError(str(exc)) from None
         cells = build_cells(wh, spec)

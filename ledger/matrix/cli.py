@@ -9,6 +9,21 @@ from perfledger.console import EXIT_USAGE, emit_json, fail
 matrix_app = typer.Typer(no_args_is_help=True, help="Support-matrix snapshots: import, count, compare, build, explain.")
 WAREHOUSE = typer.Option(None, "--warehouse", help="Warehouse root (default: $PERFLEDGER_WAREHOUSE, then var/warehouse).")
 JSON = typer.Option(False, "--json", help="Print one JSON object on stdout.")
+MODEL_HELP = "HF id, lane-spec name (kimi-k3) or a path to a config.json; an unknown name lists close matches"
+
+
+def matrix_model(name: str, frames, as_json: bool) -> str:
+    """The HuggingFaceID a user's model name means (schemas.model_names, knowing the frames' models too)."""
+    from perfledger.schemas.model_names import UnknownModel, resolve_model_name
+
+    known = sorted({hf for frame in frames for hf in frame["HuggingFaceID"].unique().to_list() if hf})
+    try:
+        ref = resolve_model_name(name, also=known)
+    except UnknownModel as exc:
+        fail(str(exc), as_json=as_json)
+    if ref.hf_id is None:
+        fail(f"model {name}: its config.json names no HF id (_name_or_path); give the HF id", as_json=as_json)
+    return ref.hf_id
 
 
 def emit(payload, as_json: bool, text: str) -> None:
@@ -51,10 +66,10 @@ def import_cmd(directory: str = typer.Argument(..., help="CSV-per-system directo
 
 
 @matrix_app.command("count")
-def count_cmd(model: str = typer.Option(..., "--model", help="HuggingFaceID, e.g. moonshotai/Kimi-K3."),
+def count_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               label: str | None = typer.Option(None, "--label", help="Snapshot label (default: latest import)."),
               warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
-    """Rows of one model in a stored snapshot, by status."""
+    """Rows of one model in a stored snapshot, by status (exit 1 when the snapshot has none)."""
     from perfledger.ledger.matrix.store import SnapshotError, read_snapshot
     from perfledger.ledger.matrix.summary import count_model
 
@@ -62,15 +77,27 @@ def count_cmd(model: str = typer.Option(..., "--model", help="HuggingFaceID, e.g
         label, frame = read_snapshot(_warehouse(warehouse), label)
     except SnapshotError as exc:
         fail(str(exc), as_json=as_json)
+    model = matrix_model(model, [frame], as_json)
     result = count_model(frame, model)
-    emit(result, as_json, f"{model} in {label}: {result['rows']} rows, {result['by_status']}")
+    if not result["rows"]:
+        fail(f"{model} has no rows in snapshot {label!r}", as_json=as_json)
+    emit(result, as_json, f"{model} in {label}: {result['rows']} rows, " + _statuses(result["by_status"]))
+
+
+def _statuses(by_status: dict) -> str:
+    """`PASS 12, FAIL 3` rather than a dict repr."""
+    return ", ".join(f"{status} {n:,}" for status, n in by_status.items()) or "no rows"
 
 
 @matrix_app.command("compare")
 def compare_cmd(old: str = typer.Argument(..., help="Old state: a stored label, a directory or a CSV."),
                 new: str = typer.Argument(..., help="New state: a stored label, a directory or a CSV."),
+                model: str | None = typer.Option(None, "--model", help="Only this model: " + MODEL_HELP),
                 warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
-    """Added/removed/changed rows on the six-column key. Exit 0 same, 1 changes, 3 a blocking transition."""
+    """Added/removed/changed rows on the six-column key. Exit 0 same, 1 changes, 3 a blocking transition.
+
+    Rows checked under different GPU budgets (`--total-gpus N` in Command; one 8-GPU replica for a matrix
+    we built) are compared but never blocking: the output says when budgets differ."""
     from perfledger.ledger.matrix.compare import compare_matrices
     from perfledger.ledger.matrix.reader import MatrixFormatError
     from perfledger.ledger.matrix.store import SnapshotError, resolve
@@ -81,17 +108,42 @@ def compare_cmd(old: str = typer.Argument(..., help="Old state: a stored label, 
         new_name, b = resolve(wh, new)
     except (MatrixFormatError, SnapshotError) as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
+    if model is not None:
+        import polars as pl
+
+        model = matrix_model(model, [a, b], as_json)
+        a, b = (f.filter(pl.col("HuggingFaceID") == model) for f in (a, b))
     diff = compare_matrices(a, b)
     payload = diff.as_json(old_name, new_name)
+    if model is not None:
+        payload["model"] = model
     if as_json:
         emit_json(payload)
     else:
-        typer.echo(f"{old_name} -> {new_name}: +{payload['added']} -{payload['removed']} ~{payload['changed']} "
-                   f"(metadata {payload['metadata_changes']}), blocking {payload['blocking']}")
-        for row in diff.blocking[:20]:
-            typer.echo(f"  BLOCKING {row['category']}: {row['HuggingFaceID']} {row['System']} {row['Backend']} "
-                       f"{row['Version']} {row['Mode']}: {row['old']} -> {row['new']}")
+        _print_compare(payload, diff)
     raise typer.Exit(diff.exit_code)
+
+
+def _print_compare(payload: dict, diff) -> None:
+    from perfledger.console import print_table
+
+    def gpus(budgets):
+        return ", ".join("unknown" if g is None else f"{g} GPUs" for g in budgets) or "none"
+
+    scope = f" ({payload['model']})" if "model" in payload else ""
+    typer.echo(f"{payload['old']} -> {payload['new']}{scope}: +{payload['added']} -{payload['removed']} "
+               f"~{payload['changed']} status changes, {payload['metadata_changes']} metadata changes, "
+               f"{payload['blocking']} blocking")
+    budgets = payload["budgets"]
+    if budgets["old"] != budgets["new"]:
+        typer.echo(f"GPU budgets differ: {payload['old']} checked {gpus(budgets['old'])}, {payload['new']} "
+                   f"{gpus(budgets['new'])}; {payload['budget_differs']} status changes between different budgets "
+                   "are not called blocking (see rows.budget_differs in --json)")
+    rows = [[r["category"], r["HuggingFaceID"], r["System"], r["Backend"], r["Version"], r["Mode"],
+             f"{r['old']} -> {r['new']}"] for r in diff.blocking[:20]]
+    if rows:
+        print_table(["blocking", "model", "system", "backend", "version", "mode", "status"], rows,
+                    title=f"blocking changes (first {len(rows)} of {len(diff.blocking)})")
 
 
 @matrix_app.command("labels")
@@ -108,7 +160,7 @@ def labels_cmd(warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
 
 
 @matrix_app.command("build")
-def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names (kimi-k3 ...)."),
+def build_cmd(models: list[str] = typer.Argument(..., help="Models: " + MODEL_HELP),
               label: str = typer.Option("perfledger", "--label", help="Store the result as this snapshot label."),
               system: str | None = typer.Option(None, "--system", help="Only this system (replays one row)."),
               backend: str | None = typer.Option(None, "--backend", help="Only this backend."),
@@ -147,7 +199,7 @@ def build_cmd(models: list[str] = typer.Argument(..., help="HF ids or spec names
 
 
 @matrix_app.command("explain")
-def explain_cmd(model: str = typer.Argument(..., help="HF id or spec name (kimi-k3 ...)."),
+def explain_cmd(model: str = typer.Argument(..., help=MODEL_HELP),
                 imported: str = typer.Argument(..., help="The reference state: a stored label, a directory or a CSV."),
                 ours: str = typer.Option("perfledger", "--ours", help="Our built matrix: a stored label, directory or CSV."),
                 warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
@@ -155,13 +207,16 @@ def explain_cmd(model: str = typer.Argument(..., help="HF id or spec name (kimi-
     from perfledger.ledger.matrix.explain import model_disagreements
     from perfledger.ledger.matrix.reader import MatrixFormatError
     from perfledger.ledger.matrix.store import SnapshotError, resolve
-    from perfledger.ledger.specs import LaneSpecError, find_spec
+    from perfledger.ledger.specs import LaneSpecError, spec_for
 
     try:
-        spec = find_spec(model)
+        spec = spec_for(model)
+    except LaneSpecError as exc:
+        fail(str(exc), as_json=as_json)
+    try:
         wh = _warehouse(warehouse)
         (ours_name, mine), (imported_name, theirs) = resolve(wh, ours), resolve(wh, imported)
-    except (LaneSpecError, MatrixFormatError, SnapshotError) as exc:
+    except (MatrixFormatError, SnapshotError) as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
     result = {"model": spec.model, "ours": ours_name, "imported": imported_name,
               **model_disagreements(mine, theirs, spec.model)}

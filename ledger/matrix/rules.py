@@ -43,6 +43,12 @@ class MatrixRules:
     unsupported_quants: dict[str, dict[str, tuple[str, ...]]]  # system -> role -> quant labels it cannot run
     memory_fit: dict[str, int]  # the replica a priced row must fit in (tp, moe_tp, moe_ep, batch, isl, prefix, osl)
 
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs of the `memory_fit` replica: the attention TP group, which the MoE TP x EP group spans."""
+        fit = self.memory_fit
+        return max(fit.get("tp", 1), fit.get("moe_tp", 1) * fit.get("moe_ep", 1))
+
     def headers(self) -> dict[tuple[str, ...], int]:
         """Accepted header tuples -> their width (current first, then the legacy ones)."""
         widths = (len(self.columns), *self.legacy_widths)

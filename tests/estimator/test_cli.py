@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -49,6 +50,7 @@ def test_unknown_system_exits_1():
     res = _run("gemm", "--system", "h999", "--backend", "trtllm", "--version", "x", "--data", "aic-package",
                "--quant", "bfloat16", "--m", "1", "--n", "64", "--k", "64")
     assert res.exit_code == 1 and "h999" in res.output
+    assert "known systems: " in res.output and "h200_sxm" in res.output and "query_versions" not in res.output
 
 
 def test_usage_errors_exit_2():
@@ -151,3 +153,31 @@ def test_static_model_config_path_prices_like_the_name_and_a_bad_path_exits_1(tm
     empty.mkdir()
     assert _run("static", "--model-config", str(empty), *args).exit_code == 1
     assert _run("static", *args).exit_code == 2  # neither --model nor --model-config
+
+
+K3_STATIC = ["static", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.24.0", "--tp", "8", "--moe-ep", "8",
+             "--batch", "8", "--isl", "4000", "--osl", "200", "--data", "aic-package"]
+
+
+def test_static_model_by_lane_name_hf_id_or_config_path_is_one_answer(shared_tree):
+    config = shared_tree.parents[2] / "model_configs" / "moonshotai--Kimi-K3_config.json"
+    answers = [json.loads(_run(*K3_STATIC, "--model", m, "--json").stdout)["ttft_ms"]
+               for m in ("kimi-k3", "moonshotai/Kimi-K3", "moonshotai/kimi-k3", str(config))]
+    assert len(set(answers)) == 1
+    unknown = _run(*K3_STATIC, "--model", "kimi-k4")
+    assert unknown.exit_code == 1 and "did you mean" in unknown.stderr and "kimi-k3" in unknown.stderr
+
+
+def test_static_breakdown_names_units_and_gives_decode_per_step_and_total():
+    res = _run(*K3_STATIC, "--model", "kimi-k3", "--breakdown", "--json")
+    out = json.loads(res.stdout)
+    b = out["breakdown"]
+    assert b["unit"] == "ms" and b["decode_steps"] == 199
+    assert sum(v["context"] or 0 for v in b["ops"].values()) == pytest.approx(out["ttft_ms"])
+    assert sum(v["decode_per_step"] or 0 for v in b["ops"].values()) == pytest.approx(out["tpot_ms"])
+    moe = b["ops"]["moe"]
+    assert moe["decode_total"] == pytest.approx(moe["decode_per_step"] * 199)
+    human = _run(*K3_STATIC, "--model", "kimi-k3", "--breakdown")
+    header = next(line for line in human.stdout.splitlines() if line.startswith("op"))
+    assert "context ms" in header and "decode ms/step" in header and "decode ms (199 steps)" in header
+    assert "TTFT 4,460.4 ms" in human.stdout and not re.search(r"\d\.\d{7,}", human.stdout)  # no 17-digit floats

@@ -65,15 +65,18 @@ def test_bad_parallel_layout_and_unknown_model(wheel_est):
 
 def test_cli_prefill_dsa_json_and_exit_codes():
     runner = CliRunner()
-    res = runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "16384", "--cp", "2",
+    where = ["--system", WHERE[1], "--backend", WHERE[2], "--version", WHERE[3]]  # required, as for `static`
+    res = runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "16384", "--cp", "2", *where,
                               "--data", "aic-package", "--dense-first-k", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert {"per_layer", "prefill_ms", "prefill_dense_first_k_ms"} <= set(out)
-    bad = runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "32768", "--cp", "8",
+    bad = runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "32768", "--cp", "8", *where,
                               "--data", "aic-package", "--json"])
     assert bad.exit_code == 1 and "isl=32768" in json.loads(bad.stdout)["error"]
-    assert runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "0", "--cp", "2"]).exit_code == 2
+    assert runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "0", "--cp", "2", *where]).exit_code == 2
+    unplaced = runner.invoke(app, ["estimate", "prefill-dsa", "--model", WHERE[0], "--isl", "16384", "--cp", "2"])
+    assert unplaced.exit_code == 2 and "--system" in unplaced.output  # no silent b200/sglang default
 
 
 @pytest.mark.parametrize("isl,cp", [(16384, 2), (8192, 4)])

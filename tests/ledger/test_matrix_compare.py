@@ -59,6 +59,33 @@ def test_transition_rules(old, new, category, code):
     assert diff.exit_code == code
 
 
+def test_different_gpu_budgets_are_never_blocking():
+    """The reference checks under `--total-gpus 128`, our built matrix one 8-GPU replica: a PASS -> FAIL
+    between them is listed as budget_differs, not blocking; under one budget it stays blocking."""
+    from perfledger.ledger.matrix.store import BUILT_SOURCE
+
+    imported = frame("PASS", command="aiconfigurator cli default --total-gpus 128 --system b200_sxm")
+    built = frame("FAIL", command=None).with_columns(snapshot_source=pl.lit(BUILT_SOURCE))
+    diff = compare_matrices(imported, built)
+    assert diff.budgets == {"old": [128], "new": [8]} and not diff.blocking
+    assert diff.categories == {"budget_differs": 1} and diff.budget_differs[0]["gpus"] == [128, 8]
+    assert diff.exit_code == EXIT_CHANGED and diff.as_json("a", "b")["budget_differs"] == 1
+    same = compare_matrices(imported, frame("FAIL", command="... --total-gpus 128 ..."))
+    assert same.exit_code == EXIT_BLOCKING and same.budgets == {"old": [128], "new": [128]}
+    unknown = compare_matrices(frame("PASS", command="c"), frame("FAIL", command="c"))  # no budget named: as before
+    assert unknown.exit_code == EXIT_BLOCKING and unknown.budgets == {"old": [None], "new": [None]}
+
+
+def test_the_imported_head_matrix_names_a_budget_per_row(states):
+    """Every head row names its `--total-gpus` (4, 32 or 128 by model); Kimi-K3's are 128."""
+    from perfledger.ledger.matrix.compare import with_gpu_budget
+    from perfledger.ledger.matrix.rules import load_rules
+
+    rows = with_gpu_budget(states["head-095f58a"], load_rules())
+    assert rows["gpus"].null_count() == 0 and set(rows["gpus"].unique()) == {4, 32, 128}
+    assert set(rows.filter(pl.col("HuggingFaceID") == "moonshotai/Kimi-K3")["gpus"]) == {128}
+
+
 def test_metadata_only_change():
     diff = compare_matrices(frame("PASS", "silicon", "a"), frame("PASS", "silicon", "b"))
     assert diff.metadata[0]["fields"] == ["Command"] and diff.exit_code == EXIT_CHANGED

@@ -104,6 +104,12 @@ def test_decide_matrix_and_report(flow, tmp_path):
     k3_merge = cli("matrix", "count", "--model", "moonshotai/Kimi-K3", "--label", "k3-merge", "--warehouse", root, "--json")
     assert k3_merge[1]["rows"] == 228
     assert cli("matrix", "count", "--model", "moonshotai/Kimi-K3", "--warehouse", root, "--json")[1]["rows"] == 236
+    for name in ("kimi-k3", "moonshotai/kimi-k3"):  # one model naming: lane-spec name, HF id in any case
+        assert cli("matrix", "count", "--model", name, "--warehouse", root, "--json")[1]["rows"] == 236
+    code, doc = cli("matrix", "count", "--model", "kimi-k2", "--warehouse", root, "--json")
+    assert code == 1 and "did you mean" in doc["error"] and "kimi-k3" in doc["error"]  # not 0 rows and exit 0
+    code, doc = cli("matrix", "compare", "k3-merge", "head", "--model", "kimi-k3", "--warehouse", root, "--json")
+    assert code == 1 and doc["model"] == "moonshotai/Kimi-K3" and doc["added"] + doc["removed"] < 3400
     code, doc = cli("matrix", "compare", "k3-merge", "head", "--warehouse", root, "--json")
     assert code == 1 and (doc["added"], doc["removed"], doc["blocking"]) == (3400, 2024, 0)  # changes, none blocking
     code, doc = cli("matrix", "compare", str(wheel_systems() / "support_matrix"), "head", "--warehouse", root, "--json")
