@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
     est_app = typer.Typer(no_args_is_help=True, help="Operator latencies (SOL/SILICON/HYBRID/EMPIRICAL) and model estimates.")
     app.add_typer(est_app, name="estimate")
     register_ops(est_app)
+    app.command("slices")(slices_cmd)
 
     @est_app.command("static")
     def static_cmd(
@@ -139,3 +140,45 @@ def print_static(out: dict) -> None:
         rows = [[op, v["context"], v["decode_per_step"], v["decode_total"]] for op, v in b["ops"].items()]
         rows.append(["total", out["ttft_ms"], out["tpot_ms"], out["tpot_ms"] * b["decode_steps"]])
         print_table(["op", "context ms", "decode ms/step", f"decode ms ({b['decode_steps']} steps)"], rows)
+
+
+def slices_cmd(
+    op: str = typer.Argument(..., help="Op: gemm, moe, comm, context_attention, generation_attention, context_mla, "
+                                       "generation_mla (estimator/slices.yaml)"),
+    system: str = typer.Option(..., help="System name, e.g. h200_sxm (an unknown one lists the known systems)"),
+    backend: str | None = typer.Option(None, help="trtllm | sglang | vllm (required except for comm)"),
+    version: str | None = typer.Option(None, help="Backend version folder (required except for comm)"),
+    where: list[str] = typer.Option([], "--where", help="Keep slices with OPTION=VALUE, e.g. quant=fp8 or ep=8; repeatable"),
+    data: str | None = DATA,
+    warehouse: str | None = WAREHOUSE,
+    as_json: bool = JSON,
+) -> None:
+    """The slices an op's data holds here (exact-match columns) and each one's grid ranges (min..max, points):
+    what `estimate OP` can answer without a transfer."""
+    from perfledger.console import EXIT_USAGE, emit_json, fail, print_table
+    from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.slices import op_slices, slice_specs
+
+    if op not in slice_specs():
+        fail(f"unknown op {op!r}; expected one of {', '.join(slice_specs())}", code=EXIT_USAGE, as_json=as_json)
+    bad = [w for w in where if "=" not in w or w.split("=", 1)[0] not in slice_specs()[op]["slice"]]
+    if bad:
+        fail(f"--where {bad[0]!r}: expected OPTION=VALUE with OPTION one of {', '.join(slice_specs()[op]['slice'])}",
+             code=EXIT_USAGE, as_json=as_json)
+    if not slice_specs()[op].get("nccl") and not (backend and version):
+        fail(f"{op} slices are per backend version: give --backend and --version", code=EXIT_USAGE, as_json=as_json)
+    try:
+        frame = op_slices(_source(data, warehouse), op, system, backend, version, dict(w.split("=", 1) for w in where))
+    except (EstimatorError, OSError) as exc:
+        fail(str(exc), as_json=as_json)
+    if as_json:
+        emit_json({"op": op, "system": system, "backend": backend, "version": version, "slices": frame.to_dicts()})
+        return
+    if not frame.height:
+        fail(f"no {op} slices match {' '.join(where)}", as_json=as_json)
+    axes = [c[: -len("_min")] for c in frame.columns if c.endswith("_min")]
+    fixed = [c for c in frame.columns if c != "rows" and not c.startswith(tuple(f"{a}_" for a in axes))]
+    rows = [[*(r[c] for c in fixed), r["rows"], *(f"{r[f'{a}_min']:,}..{r[f'{a}_max']:,} ({r[f'{a}_points']})" for a in axes)]
+            for r in frame.iter_rows(named=True)]
+    print_table([*fixed, "rows", *(f"{a} range (points)" for a in axes)], rows,
+                title=f"{frame.height} {op} slices on {system} {backend or ''} {version or ''}".rstrip())

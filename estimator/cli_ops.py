@@ -17,11 +17,12 @@ def _source(data: str | None, warehouse: str | None):
 
 
 def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, queries: str | None,
-                note: str | None = None) -> None:
-    """Shared body: one query from options, or one per CSV row (options fill absent columns); `note` joins each answer."""
+                note: str | None = None, explain: bool = False) -> None:
+    """Shared body: one query from options, or one per CSV row (options fill absent columns); `note` joins each
+    answer; `explain` (--explain-miss) says, when a single query misses, which slices and grid ranges exist."""
     import polars as pl
 
-    from perfledger.console import EXIT_USAGE, emit_json, fail
+    from perfledger.console import EXIT_USAGE, emit_json, fail, number, print_table
     from perfledger.estimator.batch import estimate
     from perfledger.estimator.errors import EstimatorError
     from perfledger.estimator.ops.base import MODES
@@ -42,22 +43,64 @@ def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, 
         try:
             rows = estimate(est, op, frame, mode=mode.lower()).to_dicts()
             failed = 0
-        except EstimatorError:
+        except EstimatorError as exc:
             if not queries:
+                if explain:
+                    _explain_and_fail(est, op, base, mode.lower(), exc, as_json, _flags(op))
                 raise
             rows, failed = _row_by_row(est, op, frame, mode.lower())
     except (EstimatorError, ValueError, OSError, pl.exceptions.PolarsError) as exc:
         fail(str(exc), as_json=as_json)
-    for row in rows:
-        out = {k: row[k] for k in ("latency_ms", "sol_ms", "source") if k in row} if not queries else row
-        if note:
-            out = {**out, "note": note}
-        if as_json:
+    outs = [{**({k: row[k] for k in ("latency_ms", "sol_ms", "source") if k in row} if not queries else row),
+             **({"note": note} if note else {})} for row in rows]
+    if as_json:
+        for out in outs:
             emit_json(out)
-        else:
-            typer.echo("  ".join(f"{k}={v}" for k, v in out.items()))
+    elif queries:
+        columns = list(dict.fromkeys(k for out in outs for k in out))
+        print_table(columns, [[out.get(c) for c in columns] for out in outs])
+    else:
+        for out in outs:
+            typer.echo(f"latency {number(out['latency_ms'], 'ms')}   sol {number(out['sol_ms'], 'ms')}   "
+                       f"source {out['source']}" + (f"\nnote: {out['note']}" if "note" in out else ""))
     if failed:
         raise typer.Exit(1)
+
+
+def _flags(op: str) -> dict[str, str]:
+    """Query column -> the command's flag for it (`tp` is `--moe-tp` on `estimate moe`)."""
+    return {name: (opt.param_decls[0] if opt.param_decls else "--" + name.replace("_", "-"))
+            for name, _, opt in OP_OPTIONS[op][1]}
+
+
+def _explain_and_fail(est, op: str, query: dict, mode: str, exc: Exception, as_json: bool, flags: dict) -> None:
+    """--explain-miss: the miss, then the nearest slices, the values that exist where they differ, the axis
+    ranges the query falls outside and a hint (stderr; with --json one object {"error", "explain"})."""
+    from perfledger.console import EXIT_FAILURE, emit_json, print_table
+    from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.slices import explain_miss
+
+    try:
+        why = explain_miss(est, op, query, mode)
+    except EstimatorError as inner:
+        why = {"error": str(inner)}
+    if as_json:
+        emit_json({"error": str(exc), "explain": why})
+        raise typer.Exit(EXIT_FAILURE)
+    typer.echo(f"error: {exc}", err=True)
+    if "error" in why:
+        typer.echo(f"cannot list the slices: {why['error']}", err=True)
+        raise typer.Exit(EXIT_FAILURE)
+    for option, values in why["differs"].items():
+        typer.echo(f"{flags[option]} {query[option]} not collected; nearest slices have: {', '.join(values)}", err=True)
+    for option, (lo, hi) in why["outside"].items():
+        typer.echo(f"{flags[option]} {query[option]} is outside the collected range {lo}..{hi}", err=True)
+    if why["nearest"]:
+        columns = list(why["nearest"][0])
+        print_table(columns, [[r[c] for c in columns] for r in why["nearest"]],
+                    title=f"nearest {why['table']} slices ({len(why['nearest'])} of {why['slices']})", err=True)
+    typer.echo(f"hint: {why['hint']}", err=True)
+    raise typer.Exit(EXIT_FAILURE)
 
 
 def _row_by_row(est, op, frame, mode):
@@ -83,7 +126,11 @@ VERSION = typer.Option(None, help="Backend version folder")
 MODE = typer.Option("silicon", help=MODE_HELP)
 DATA = typer.Option(None, "--data", help=DATA_HELP)
 WAREHOUSE = typer.Option(None, "--warehouse", help="Warehouse root")
-QUERIES = typer.Option(None, "--queries", help="CSV of queries; one JSON line per row")
+QUERIES = typer.Option(None, "--queries", help="CSV of queries (columns named as the options, e.g. quant,m,n,k; "
+                        "options fill absent columns). Prints one line per row: the row's columns plus latency_ms, "
+                        "sol_ms and source (an `error` column where a row misses; exit 1 then); JSON lines with --json")
+EXPLAIN_MISS = typer.Option(False, "--explain-miss", help="When the query finds no data: list the nearest slices, the "
+                            "values and grid ranges that exist, and whether --mode hybrid can transfer")
 JSON = typer.Option(False, "--json", help="Print JSON")
 
 
@@ -160,7 +207,7 @@ UNQUERIED = {
              "NCCL data is per system: --backend/--version do not change the answer"),
 }
 _TAIL = [("mode", str, MODE), ("data", _STR, DATA), ("warehouse", _STR, WAREHOUSE), ("queries", _STR, QUERIES),
-         ("as_json", bool, JSON)]
+         ("explain_miss", bool, EXPLAIN_MISS), ("as_json", bool, JSON)]
 
 
 def _op_command(est_app: typer.Typer, op: str) -> None:
@@ -170,7 +217,8 @@ def _op_command(est_app: typer.Typer, op: str) -> None:
 
     def command(**kw) -> None:
         tail = {name: kw.pop(name) for name, _, _ in [*_TAIL, *unqueried]}
-        run_queries(op, kw, tail["data"], tail["warehouse"], tail["mode"], tail["as_json"], tail["queries"], note)
+        run_queries(op, kw, tail["data"], tail["warehouse"], tail["mode"], tail["as_json"], tail["queries"], note,
+                    explain=tail["explain_miss"])
 
     command.__signature__ = inspect.Signature(
         [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=kind)

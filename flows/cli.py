@@ -113,18 +113,36 @@ def register(app: typer.Typer) -> None:
         _run_ingest(sources, warehouse, {"system": system, "backend": backend, "version": version}, json, write=False)
 
     @app.command()
-    def tables(warehouse: WarehouseOpt = None, json: JsonOpt = False) -> None:
-        """List curated data: one entry per table × system × family × backend × version with its rows."""
-        from perfledger.warehouse.inventory import curated_inventory
+    def tables(warehouse: WarehouseOpt = None,
+               table: Annotated[list[str] | None, typer.Option("--table", help="Only these tables (e.g. moe_perf).")] = None,
+               system: Annotated[list[str] | None, typer.Option("--system", help="Only these systems.")] = None,
+               backend: Annotated[list[str] | None, typer.Option("--backend", help="Only these backends.")] = None,
+               version: Annotated[list[str] | None, typer.Option("--version", help="Only these backend versions.")] = None,
+               json: JsonOpt = False) -> None:
+        """List curated data: one entry per table × system × family × backend × version with its rows.
+
+        Filters are repeatable; a filter value the warehouse does not hold is an error listing the values it does."""
+        from perfledger.warehouse.inventory import curated_inventory, filter_inventory
         from perfledger.warehouse.paths import resolve_root
         from perfledger.warehouse.store import Warehouse
 
-        inventory = curated_inventory(Warehouse(resolve_root(warehouse)))
+        wh = Warehouse(resolve_root(warehouse))
+        inventory = curated_inventory(wh)
+        if not inventory:
+            fail(f"warehouse {wh.root} holds no curated tables; run `perfledger ingest` first", as_json=json)
+        wanted = {"table": table, "system": system, "backend": backend, "version": version}
+        try:
+            inventory = filter_inventory(inventory, {k: v for k, v in wanted.items() if v})
+        except LookupError as exc:
+            fail(str(exc.args[0]), as_json=json)
         if json:
             emit_json(inventory)
             return
-        for row in inventory:
-            typer.echo(f"{row['table']:36} {row['system']:20} {row['backend']:8} {row['version']:14} {row['rows']:>9}")
+        from perfledger.console import print_table
+
+        columns = ["table", "system", "family", "backend", "version", "rows"]
+        print_table(columns, [[row[c] for c in columns] for row in inventory],
+                    title=f"{len(inventory)} slices, {sum(r['rows'] for r in inventory):,} rows in {wh.root}")
 
     @app.command()
     def run(config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,

@@ -66,13 +66,15 @@ def print_table(columns: list[str], rows: list[list[Any]], *, title: str | None 
     from rich.table import Table
 
     stream = sys.stderr if err else sys.stdout
-    table = Table(*columns, title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False, show_edge=False)
+    table = Table(*columns, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for i, column in enumerate(table.columns):
         column.no_wrap = True
         if rows and all(row[i] is None or (isinstance(row[i], int | float) and not isinstance(row[i], bool)) for row in rows):
             column.justify = "right"  # a numeric column
     for row in rows:
         table.add_row(*(number(cell) if not isinstance(cell, str) else cell for cell in row))
+    if title:  # a line of its own: a rich title wraps to the table's width
+        stream.write(title + "\n")
     Console(file=stream, width=None if stream.isatty() else 100_000, highlight=False).print(table)
 
 

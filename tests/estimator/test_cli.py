@@ -181,3 +181,33 @@ def test_static_breakdown_names_units_and_gives_decode_per_step_and_total():
     header = next(line for line in human.stdout.splitlines() if line.startswith("op"))
     assert "context ms" in header and "decode ms/step" in header and "decode ms (199 steps)" in header
     assert "TTFT 4,460.4 ms" in human.stdout and not re.search(r"\d\.\d{7,}", human.stdout)  # no 17-digit floats
+
+
+MOE = ["moe", *H200, "--quant", "fp8", "--hidden", "4096", "--inter", "1536", "--topk", "8", "--experts", "128",
+       "--tokens", "3000"]
+
+
+def test_explain_miss_names_the_slices_that_exist_and_whether_hybrid_answers():
+    res = _run(*MOE, "--moe-ep", "3", "--explain-miss")
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "--moe-ep 3 not collected; nearest slices have: 1, 2, 4, 8, 16, 32, 64, 128" in res.stderr
+    assert "hint: --mode hybrid" in res.stderr
+    doc = json.loads(_run(*MOE, "--moe-ep", "3", "--explain-miss", "--json").stdout)
+    assert doc["explain"]["differs"] == {"ep": ["1", "2", "4", "8", "16", "32", "64", "128"]}
+    assert {s["moe_ep_size"] for s in doc["explain"]["nearest"]} == {1, 2, 4, 8, 16, 32, 64, 128}
+    gemm = json.loads(_run("gemm", *H200, "--quant", "int4_wo", "--m", "64", "--n", "4096", "--k", "4096",
+                           "--explain-miss", "--json").stdout)["explain"]
+    assert gemm["differs"] == {"quant": ["bfloat16", "fp8", "fp8_block"]}
+    assert gemm["hint"].startswith("--mode hybrid answers it:") and "xprofile" in gemm["hint"]
+
+
+def test_slices_lists_grid_ranges_and_filters():
+    doc = json.loads(CliRunner().invoke(app, ["slices", "comm", "--system", "h200_sxm", "--data", "aic-package",
+                                              "--where", "op=all_gather", "--where", "quant=half", "--json"]).stdout)
+    assert [s["num_gpus"] for s in doc["slices"]] == [2, 4, 8]
+    assert all(s["message_size_min"] < s["message_size_max"] for s in doc["slices"])
+    human = CliRunner().invoke(app, ["slices", "moe", *H200, "--where", "quant=fp8", "--where", "hidden=4096"])
+    assert human.exit_code == 0 and "num_tokens range (points)" in human.stdout and "1..16,384 (27)" in human.stdout
+    assert CliRunner().invoke(app, ["slices", "gemm", "--system", "h200_sxm"]).exit_code == 2  # per backend version
+    assert CliRunner().invoke(app, ["slices", "nope", "--system", "h200_sxm"]).exit_code == 2
+    assert CliRunner().invoke(app, ["slices", "moe", *H200, "--where", "colour=red"]).exit_code == 2

@@ -31,6 +31,15 @@ def test_ingest_json_contract_and_exit_codes(tmp_path: Path) -> None:
     tables = runner.invoke(app, ["tables", "--warehouse", wh, "--json"])
     assert json.loads(tables.stdout) == [{"table": "gemm_perf", "system": "h200_sxm", "family": "gemm", "backend": "vllm",
                                           "version": "0.20.0", "rows": 1}]
+    kept = runner.invoke(app, ["tables", "--warehouse", wh, "--table", "gemm_perf", "--system", "h200_sxm", "--json"])
+    assert json.loads(kept.stdout) == json.loads(tables.stdout)
+    typo = runner.invoke(app, ["tables", "--warehouse", wh, "--system", "h201_sxm"])
+    assert typo.exit_code == 1 and "did you mean h200_sxm" in typo.stderr and len(typo.stderr.splitlines()) == 1
+    human = runner.invoke(app, ["tables", "--warehouse", wh, "--backend", "vllm"]).stdout.splitlines()
+    assert human[0].startswith("1 slices, 1 rows") and human[1].split() == ["table", "system", "family", "backend",
+                                                                             "version", "rows"]
+    empty = runner.invoke(app, ["tables", "--warehouse", str(tmp_path / "none")])
+    assert empty.exit_code == 1 and "perfledger ingest" in empty.stderr
 
     (folder / "moe_perf.txt").write_text("")
     failed = runner.invoke(app, ["ingest", str(folder), "--warehouse", wh, "--json"])
