@@ -22,7 +22,9 @@ def register(app: typer.Typer) -> None:
         ops: list[str] = typer.Option(..., "--ops", help="ops to collect (repeat, comma-separate or list them)"),
         more_ops: list[str] | None = typer.Argument(None, hidden=True),
         out: Path = typer.Option(..., "--out", help="output folder (staging CSVs, batch.yaml, metadata)"),
-        backend: str = typer.Option("cpu", "--backend", help="cpu | torch"),
+        backend: str = typer.Option("cpu", "--device-backend", help="how cases run: cpu | torch (--backend names the "
+                                    "serving framework elsewhere)"),
+        old_backend: str | None = typer.Option(None, "--backend", hidden=True),
         devices: str | None = typer.Option(None, "--devices", help="device ids, e.g. 0,1,2 (default: all visible)"),
         resume: bool = typer.Option(False, "--resume", help="skip cases already done or failed in the checkpoint"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="with --resume: run failed cases again"),
@@ -46,6 +48,9 @@ def register(app: typer.Typer) -> None:
         from perfledger.collector.runner import collect as run_collect
         from perfledger.console import EXIT_USAGE, emit_json, fail
 
+        if old_backend is not None:
+            fail(f"collect --backend {old_backend}: the device backend is --device-backend {old_backend} now "
+                 "(--backend names the serving framework in every other command)", code=EXIT_USAGE, as_json=as_json)
         grids = {}
         for item in grid or ():
             op_name, sep, path = item.partition("=")

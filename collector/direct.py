@@ -27,7 +27,8 @@ def _parser(default_op: str, columns: tuple[str, ...], grid_values: dict[str, li
     siblings = [o for o, e in registry.ops.items() if e.module == registry.get(default_op).module]
     p = argparse.ArgumentParser(prog=f"python -m {registry.get(default_op).module}", description=__doc__)
     p.add_argument("--op", default=default_op, choices=siblings)
-    p.add_argument("--backend", default="cpu")
+    p.add_argument("--device-backend", dest="backend", default="cpu", help="how cases run: cpu | torch")
+    p.add_argument("--backend", dest="old_backend", help=argparse.SUPPRESS)  # the old spelling: refused in main
     p.add_argument("--device", type=int, default=0, help="local device index")
     p.add_argument("--out", required=True, type=Path, help="directory for <table>_perf.txt")
     p.add_argument("--case-json", help="run exactly this case (JSON object)")
@@ -67,7 +68,10 @@ def main(default_op: str, argv: list[str] | None = None) -> int:
     grid_path = Path(argv[argv.index("--grid") + 1]) if "--grid" in argv else None
     grid = load_grid(entry.cases, grid_path)
     grid_values = {c: list(dict.fromkeys(case[c] for case in grid.cases)) for c in grid.columns}
-    args = _parser(op, grid.columns, grid_values).parse_args(argv)
+    parser = _parser(op, grid.columns, grid_values)
+    args = parser.parse_args(argv)
+    if args.old_backend is not None:
+        parser.error(f"--backend {args.old_backend}: the device backend is --device-backend {args.old_backend} now")
     result: dict = {"ok": False, "rows": 0, "pid": os.getpid(),
                     "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     try:

@@ -111,7 +111,7 @@ def _run_child(job: JobSpec, task: Task, device: int) -> Outcome:
     stem = task.task_id.split(":", 1)[1]
     result_path, log_path = logs / f"{stem}.result.json", logs / f"{stem}.log"
     result_path.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", entry.module, "--op", job.op, "--backend", job.backend, "--device", "0",
+    cmd = [sys.executable, "-m", entry.module, "--op", job.op, "--device-backend", job.backend, "--device", "0",
            "--out", job.out, "--case-json", json.dumps(task.params), "--result-json", str(result_path)]
     if job.grid_path:
         cmd += ["--grid", job.grid_path]

@@ -71,8 +71,9 @@ def test_plan_only_lists_stable_task_ids(tmp_path):
     (["--ops", "nope"], 2, "unknown op 'nope'"),
     (["--ops", "gemm", "--devices", "a,b"], 2, "--devices 'a,b'"),
     (["--ops", "gemm", "--grid", "gemm=/nonexistent.yaml"], 2, "--grid 'gemm=/nonexistent.yaml'"),
-    (["--ops", "gemm", "--backend", "torch", "--system", "h200_sxm"], 1, "torch backend: "),
-    (["--ops", "gemm", "--backend", "tpu"], 1, "unknown backend 'tpu'"),
+    (["--ops", "gemm", "--device-backend", "torch", "--system", "h200_sxm"], 1, "torch backend: "),
+    (["--ops", "gemm", "--device-backend", "tpu"], 1, "unknown backend 'tpu'"),
+    (["--ops", "gemm", "--backend", "cpu"], 2, "the device backend is --device-backend cpu now"),  # the old spelling
 ])
 def test_usage_and_runtime_errors(tmp_path, args, code, needle):
     proc = cli("collect", *args, "--out", str(tmp_path / "o"), check=False)
