@@ -188,13 +188,16 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--only", default="", help="restrict to models whose name contains this")
+    ap.add_argument("--only", default="", help="restrict to models whose name contains this (any case)")
     args = ap.parse_args(argv)
     from perfledger.estimator.session import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
     rng = random.Random(args.seed)
-    model_list = [m for m in models() if args.only in m[0]]
+    priced = models()
+    model_list = [m for m in priced if args.only.lower() in m[0].lower()]  # `--only kimi` finds moonshotai/Kimi-K3
+    if not model_list:
+        ap.error(f"--only {args.only!r} matches no model the estimator prices; models: {', '.join(m for m, _ in priced)}")
     targets = deployments_targets()
     start, rows = time.perf_counter(), []
     for _ in range(args.n):

@@ -210,10 +210,21 @@ _TAIL = [("mode", str, MODE), ("data", _STR, DATA), ("warehouse", _STR, WAREHOUS
          ("explain_miss", bool, EXPLAIN_MISS), ("as_json", bool, JSON)]
 
 
+REQUIRED_NOTE = " (required unless --queries has the column)"
+
+
+def _mark_required(options) -> None:
+    """`--help` marks the query options without a default: required, unless a --queries file gives the column."""
+    for _, _, opt in options:
+        if opt.default is None and not (opt.help or "").endswith(REQUIRED_NOTE):
+            opt.help = (opt.help or "") + REQUIRED_NOTE
+
+
 def _op_command(est_app: typer.Typer, op: str) -> None:
     """One per-op command: its options become one query row (or fill absent CSV columns)."""
     doc, options = OP_OPTIONS[op]
     unqueried, note = UNQUERIED.get(op, ([], None))
+    _mark_required(options)
 
     def command(**kw) -> None:
         tail = {name: kw.pop(name) for name, _, _ in [*_TAIL, *unqueried]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -24,6 +25,8 @@ AllowSymlinkedOutOpt = Annotated[bool, typer.Option(
     "--allow-symlinked-out", help="Write into --out even when it is a symlink to a folder in another tree.")]
 AddressOpt = Annotated[str | None, typer.Option(
     "--address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster).")]
+VerboseOpt = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="Show Prefect's INFO logs (default: warnings and errors only, as under make).")]
 
 
 def _progress(enabled: bool):
@@ -147,9 +150,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def run(config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
             runner: RunnerOpt = "local", address: AddressOpt = None, allow_symlinked_out: AllowSymlinkedOutOpt = False,
-            json: JsonOpt = False) -> None:
+            verbose: VerboseOpt = False, json: JsonOpt = False) -> None:
         """The main job: ingest → validate → ledger → matrix → estimate → generate → publish."""
-        _run_pipeline(config, warehouse, out, runner, address, None, None, json, allow_symlinked_out)
+        _run_pipeline(config, warehouse, out, runner, address, None, None, json, allow_symlinked_out, verbose)
 
     @app.command()
     def backfill(since: Annotated[str, typer.Option("--since", help="First collection date (YYYY-MM-DD).")],
@@ -159,10 +162,12 @@ def register(app: typer.Typer) -> None:
                                    typer.Option("--models", help="Models to re-derive (default: the config's).")] = None,
                  config: ConfigOpt = None, warehouse: WarehouseOpt = None, out: OutOpt = None,
                  runner: RunnerOpt = "local", address: AddressOpt = None,
-                 allow_symlinked_out: AllowSymlinkedOutOpt = False, json: JsonOpt = False) -> None:
+                 allow_symlinked_out: AllowSymlinkedOutOpt = False, verbose: VerboseOpt = False,
+                 json: JsonOpt = False) -> None:
         """Re-derive ledger, matrix and reports for batches collected in a window (idempotent)."""
         window = {"since": since, "until": until, "systems": list(systems or [])}
-        _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json, allow_symlinked_out)
+        _run_pipeline(config, warehouse, out, runner, address, window, list(models or []), json, allow_symlinked_out,
+                      verbose)
 
     @app.command()
     def serve(file: Annotated[Path | None, typer.Option(
@@ -183,6 +188,7 @@ def register(app: typer.Typer) -> None:
             payload = [{"name": d.name, "schedules": d.describe_schedules(), "parameters": d.parameters} for d in deployments]
             emit_json(payload) if json else [typer.echo(f"{p['name']}: {p['schedules']}") for p in payload]
             return
+        _serve_preflight(json)
         serve_all(deployments)
 
     @app.command("diff")
@@ -235,29 +241,55 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"exported {result['files']} tables ({result['rows']} rows) to {out}")
 
 
-def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json, allow_symlinked_out) -> None:
-    from dataclasses import replace
-
+def _serve_preflight(as_json: bool) -> None:
+    """`serve` needs a running Prefect server: without one configured, one line and exit 1 instead of Prefect's
+    connection tracebacks (a temporary server would die with the command and serve nothing)."""
     from perfledger.flows import make_prefect_home
 
     make_prefect_home()
-    from perfledger.flows.config import ConfigError, load_pipeline_config
-    from perfledger.flows.pipeline import PipelineBusy, run_pipeline
-    from perfledger.ledger.backfill import BackfillError, parse_day
-    from perfledger.safe_io import UnsafeOutputError
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:
+        fail("serve needs a Prefect server: start one (`prefect server start`) and set PREFECT_API_URL, e.g. "
+             "http://127.0.0.1:4200/api (`perfledger serve --dry-run` lists the deployments without one)", as_json=as_json)
+
+
+def _quiet_prefect(verbose: bool) -> None:
+    """Prefect logs at WARNING unless -v (INFO) or the caller's PREFECT_LOGGING_LEVEL says otherwise; set before
+    Prefect is imported, which reads it once."""
+    if verbose:
+        os.environ["PREFECT_LOGGING_LEVEL"] = "INFO"
+    else:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _run_pipeline(config, warehouse, out, runner, address, window, models, as_json, allow_symlinked_out,
+                  verbose: bool = False) -> None:
+    from dataclasses import replace
+
+    from perfledger.ledger.backfill import BackfillError, parse_window
 
     if runner not in ("local", "dask"):
         fail(f"--runner {runner!r}: expected local or dask", code=EXIT_USAGE, as_json=as_json)
     if address is not None and runner != "dask":
         fail(f"--address {address} needs --runner dask (the {runner} runner has no scheduler)", code=EXIT_USAGE, as_json=as_json)
+    if window is not None:  # before Prefect starts: the message alone, not after a flow run's traceback
+        try:
+            parse_window(window)
+        except BackfillError as exc:
+            fail(str(exc), code=EXIT_USAGE, as_json=as_json)
+    _quiet_prefect(verbose)
+    from perfledger.flows import make_prefect_home
+
+    make_prefect_home()
+    from perfledger.flows.config import ConfigError, load_pipeline_config
+    from perfledger.flows.pipeline import PipelineBusy, run_pipeline
+    from perfledger.safe_io import UnsafeOutputError
+
     try:
         settings = replace(load_pipeline_config(config, warehouse=warehouse, out=out), allow_symlinked_out=allow_symlinked_out)
         if models:
             settings = replace(settings, models=models)
-        if window is not None:
-            parse_day(window["since"], "--since")
-            if window.get("until"):
-                parse_day(window["until"], "--until")
         with _spinner(not as_json, "backfill" if window else "run"):
             result = run_pipeline(settings, runner=runner, address=address, backfill=window)
     except (ConfigError, BackfillError) as exc:

@@ -50,15 +50,22 @@ def window_batches(dates: pl.DataFrame, since: date, until: date | None, systems
     return dates.filter(keep)["batch_id"].to_list()
 
 
+def parse_window(window: dict) -> tuple[date, date | None]:
+    """(since, until) of a backfill window; a bad day or an --until before --since is a BackfillError. The CLI
+    checks this before it starts Prefect, so the message comes alone, not after a flow's traceback."""
+    since = parse_day(window["since"], "--since")
+    until = parse_day(window["until"], "--until") if window.get("until") else None
+    if until is not None and until < since:
+        raise BackfillError(f"--until {until} is before --since {since}")
+    return since, until
+
+
 def rederive(wh, window: dict) -> dict:
     """Re-run the ledger hook over the window's batches; returns what was selected and appended."""
     from perfledger.ledger.hooks import on_ingest
     from perfledger.ledger.source import read_or_empty
 
-    since = parse_day(window["since"], "--since")
-    until = parse_day(window["until"], "--until") if window.get("until") else None
-    if until is not None and until < since:
-        raise BackfillError(f"--until {until} is before --since {since}")
+    since, until = parse_window(window)
     dates = collection_dates(read_or_empty(wh, "batches"), read_or_empty(wh, "batch_tables"))
     ids = window_batches(dates, since, until, window.get("systems"))
     with run_lock(wh.root, purpose="backfill"):

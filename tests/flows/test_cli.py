@@ -90,3 +90,17 @@ def test_run_and_backfill_usage_errors_exit_2(tmp_path: Path) -> None:
     assert bad_until.exit_code == 2 and "--until 'soon': expected a date YYYY-MM-DD" in bad_until.output
     bad_config = runner.invoke(app, ["run", "--config", str(tmp_path / "none.yaml")])
     assert bad_config.exit_code == 2 and "none.yaml: cannot read pipeline config" in bad_config.output
+
+
+def test_backfill_window_is_checked_before_prefect_starts(tmp_path: Path) -> None:
+    """An --until before --since is one line and exit 2, with no Prefect server start or flow traceback before it."""
+    result = runner.invoke(app, ["backfill", "--since", "2026-02-01", "--until", "2026-01-01", "--out", str(tmp_path / "o"),
+                                 "--warehouse", str(tmp_path / "wh")])
+    assert result.exit_code == 2 and result.stderr == "error: --until 2026-01-01 is before --since 2026-02-01\n"
+    assert not (tmp_path / "o").exists() and not (tmp_path / "wh").exists()
+
+
+def test_serve_without_a_server_is_one_line(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["serve"], env={"PREFECT_API_URL": ""})
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1
+    assert "serve needs a Prefect server" in result.stderr and "PREFECT_API_URL" in result.stderr
