@@ -52,9 +52,10 @@ def _spinner(enabled: bool, what: str):
 
 
 def _human_report(report: dict, verb: str) -> None:
+    """The summary on stdout (it is the command's answer), each failed batch on stderr."""
     typer.echo(
-        f"{verb}: {report['new_batches']} new of {report['batches']} batches; rows accepted {report['rows_accepted']}, "
-        f"quarantined {report['rows_quarantined']}, repeated keys {report['rows_duplicate']}", err=True)
+        f"{verb}: {report['new_batches']:,} new of {report['batches']:,} batches; rows accepted {report['rows_accepted']:,}, "
+        f"quarantined {report['rows_quarantined']:,}, repeated keys {report['rows_duplicate']:,}")
     for failure in report["failed_batches"]:
         typer.echo(f"FAILED {failure['source']}: {failure['error']}", err=True)
 
@@ -186,7 +187,8 @@ def register(app: typer.Typer) -> None:
             fail(str(exc), code=EXIT_USAGE, as_json=json)
         if dry_run:
             payload = [{"name": d.name, "schedules": d.describe_schedules(), "parameters": d.parameters} for d in deployments]
-            emit_json(payload) if json else [typer.echo(f"{p['name']}: {p['schedules']}") for p in payload]
+            emit_json(payload) if json else [typer.echo(f"{p['name']}: {'; '.join(p['schedules']) or 'no schedule'}")
+                                             for p in payload]
             return
         _serve_preflight(json)
         serve_all(deployments)
@@ -206,8 +208,11 @@ def register(app: typer.Typer) -> None:
         latest = wh.table_version(table, curated=True)
         if latest is None:
             fail(f"no curated table {table!r} in warehouse {wh.root}", as_json=json)
+        from perfledger.console import progress
+
         try:
-            d = table_diff(wh, table, old, latest if new is None else new, threshold)
+            with progress(None, f"diffing {table}"):  # one polars join: a pulsing bar, no steps to count
+                d = table_diff(wh, table, old, latest if new is None else new, threshold)
         except WarehouseError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=json)
         payload = {k: d[k] for k in ("table", "from", "to", "added", "removed", "changed", "added_slices", "removed_slices")}
@@ -231,8 +236,12 @@ def register(app: typer.Typer) -> None:
 
         if layout != "aic":
             fail(f"unknown layout {layout!r}; expected: aic", code=EXIT_USAGE, as_json=json)
+        from perfledger.console import progress
+
         try:
-            result = export_aic(Warehouse(resolve_root(warehouse)), out, systems=list(systems or []))
+            with progress(None, "exporting tables") as bar:
+                result = export_aic(Warehouse(resolve_root(warehouse)), out, systems=list(systems or []),
+                                    progress=bar.update)
         except ExportError as exc:
             fail(str(exc), as_json=json)
         if json:
@@ -299,8 +308,10 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
     if as_json:
         emit_json(result)
     else:
-        for stage in result["stages"]:
-            typer.echo(f"{stage['stage']:<10} {stage['status']:<8} {stage['seconds']:>8.2f} s", err=True)
+        from perfledger.console import print_table
+
+        print_table(["stage", "status", "seconds"], [[st["stage"], st["status"], st["seconds"]] for st in result["stages"]],
+                    err=True)
         if result.get("summary"):
             typer.echo(f"summary written to {result['summary']}")
         if result.get("site"):

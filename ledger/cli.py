@@ -60,10 +60,13 @@ def build_cmd(model: str = MODEL,
     if as_json:
         emit_json(payload)
         return
-    for c in payload["cells"]:
-        claim = "" if c["claim"] is None else f" (claim {c['claim']})"
-        typer.echo(f"{c['lane']:<16} {c['system']:<20} {c['backend']} {c['version']:<14} {c['rows']:>7} {c['status']}{claim}")
-    typer.echo(f"{payload['by_status']}; {len(payload['mismatches'])} mismatch(es)")
+    from perfledger.console import print_table
+
+    print_table(["lane", "system", "backend", "version", "rows", "status", "claim"],
+                [[c["lane"], c["system"], c["backend"], c["version"], c["rows"], c["status"], c["claim"]]
+                 for c in payload["cells"]], title=f"{spec.model}: {len(payload['cells'])} cells")
+    statuses = ", ".join(f"{status} {n:,}" for status, n in payload["by_status"].items())
+    typer.echo(f"{statuses}; {len(payload['mismatches'])} claim mismatch(es)")
 
 
 @ledger_app.command("report")
@@ -143,9 +146,11 @@ def events_cmd(model: str = MODEL, warehouse: str | None = WAREHOUSE, as_json: b
     if as_json:
         emit_json({"model": spec.model, "events": rows})
         return
-    for e in rows:
-        typer.echo(f"{e['at']} {e['kind']:<9} {e['lane']} {e['system']} {e['backend']} {e['version']}: "
-                   f"{e['rows_before']} -> {e['rows_after']} ({', '.join(e['batch_ids'])})")
+    from perfledger.console import print_table
+
+    print_table(["at", "kind", "lane", "system", "backend", "version", "rows before", "rows after", "batches"],
+                [[e["at"], e["kind"], e["lane"], e["system"], e["backend"], e["version"], e["rows_before"], e["rows_after"],
+                  ", ".join(e["batch_ids"])] for e in rows], title=f"{spec.model}: {len(rows)} events")
 
 
 def register(app: typer.Typer) -> None:

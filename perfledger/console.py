@@ -79,8 +79,9 @@ def print_table(columns: list[str], rows: list[list[Any]], *, title: str | None 
 
 
 def progress(total: int | None, what: str):
-    """A rich progress bar on stderr while long work runs on an interactive terminal; silent (a no-op with the
-    same `advance(n)` interface) when stderr is piped or redirected. Use as a context manager."""
+    """A rich progress bar on stderr while long work runs on an interactive terminal; silent (the same
+    `advance(n)` / `update(done, total)` calls do nothing) when stderr is piped or redirected. A context manager;
+    `total=None` is a pulsing bar for work of unknown length."""
     return _Progress(total, what, enabled=sys.stderr.isatty())
 
 
@@ -103,6 +104,11 @@ class _Progress:
     def advance(self, steps: int = 1) -> None:
         if self._bar is not None:
             self._bar.advance(self._task, steps)
+
+    def update(self, done: int, total: int | None) -> None:
+        """The `progress(done, total)` callback the stage functions take (ingest, matrix build, export)."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=total)
 
     def __exit__(self, *exc) -> None:
         if self._bar is not None:

@@ -10,6 +10,7 @@ so OUT is either absent or complete.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -57,8 +58,9 @@ def _reuse(reuse: pl.DataFrame, key: tuple[str, str, str, str]) -> list[dict]:
     return [{k: r[k] for k in ("table", "from_version", "reason", "approved_by")} for r in rows.iter_rows(named=True)]
 
 
-def export_aic(wh: Warehouse, out: Path, *, systems: list[str] | None = None) -> dict:
-    """Write the export; returns {"out", "files", "rows", "folders"}."""
+def export_aic(wh: Warehouse, out: Path, *, systems: list[str] | None = None,
+               progress: Callable[[int, int], None] | None = None) -> dict:
+    """Write the export; returns {"out", "files", "rows", "folders"}. `progress(done, total)` after each table file."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out}: output folder exists and is not empty")
@@ -72,7 +74,7 @@ def export_aic(wh: Warehouse, out: Path, *, systems: list[str] | None = None) ->
     folders: dict[tuple[str, str, str, str], dict[str, dict]] = {}
     rows = 0
     try:
-        for e in inventory:
+        for done, e in enumerate(inventory, 1):
             frame = wh.read_curated(e["table"], system=e["system"], backend=e["backend"], version=e["version"])
             key = (e["system"], e["family"], e["backend"], e["version"])
             folder = staging / "data" / Path(*key)
@@ -80,6 +82,8 @@ def export_aic(wh: Warehouse, out: Path, *, systems: list[str] | None = None) ->
             public_columns(frame, e["table"]).write_parquet(folder / f"{e['table']}.parquet")
             folders.setdefault(key, {})[e["table"]] = {"status": "complete", "rows": frame.height}
             rows += frame.height
+            if progress:
+                progress(done, len(inventory))
         for key, tables in folders.items():
             folder = staging / "data" / Path(*key)
             meta = _meta(batches, key[0], key[2], key[3], dict(sorted(tables.items())))

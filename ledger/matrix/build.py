@@ -201,8 +201,9 @@ def judge(spec: ModelSpec, cell: tuple[str, str, str], needs: list[Need | Choice
 
 def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Estimate,
                flops_by_system: dict[str, dict[str, float]], lane_rows: dict[tuple, int],
-               rules: MatrixRules | None = None, known_ops: frozenset[str] | None = None) -> pl.DataFrame:
-    """Matrix rows (the 10 support-matrix columns), both modes for every combination."""
+               rules: MatrixRules | None = None, known_ops: frozenset[str] | None = None,
+               on_cell: Callable[[], None] | None = None) -> pl.DataFrame:
+    """Matrix rows (the 10 support-matrix columns), both modes for every combination; `on_cell()` after each."""
     from perfledger.estimator.ops.registry import registry
 
     rules = rules or load_rules()
@@ -221,4 +222,6 @@ def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Est
                 status, err, source = ("FAIL", memory[cell], "") if memory[cell] else (status, err, source)
             values = (spec.model, spec.architecture, *cell, mode, status, err, command, source)
             rows.append(dict(zip(rules.columns, values, strict=True)))
+        if on_cell:
+            on_cell()
     return pl.DataFrame(rows, schema=dict.fromkeys(rules.columns, pl.String))

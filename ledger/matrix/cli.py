@@ -62,7 +62,8 @@ def import_cmd(directory: str = typer.Argument(..., help="CSV-per-system directo
     except (MatrixFormatError, SnapshotError) as exc:
         fail(str(exc), as_json=as_json)
     summary = summarize(frame, label)
-    emit(summary, as_json, f"{label}: {summary['rows']} rows, {len(summary['models'])} models, {summary['by_status']}")
+    emit(summary, as_json, f"{label}: {summary['rows']:,} rows, {len(summary['models'])} models; "
+         + _statuses(summary["by_status"]))
 
 
 @matrix_app.command("count")
@@ -155,8 +156,10 @@ def labels_cmd(warehouse: str | None = WAREHOUSE, as_json: bool = JSON) -> None:
     if as_json:
         emit_json({"labels": rows})
     else:
-        for r in rows:
-            typer.echo(f"{r['label']}\t{r['rows']}\t{r['imported_at']}\t{r['snapshot_source']}")
+        from perfledger.console import print_table
+
+        print_table(["label", "rows", "imported at", "source"],
+                    [[r["label"], r["rows"], r["imported_at"], r["snapshot_source"]] for r in rows])
 
 
 @matrix_app.command("build")
@@ -183,8 +186,11 @@ def build_cmd(models: list[str] = typer.Argument(..., help="Models: " + MODEL_HE
              "pass --no-store or another --label", code=EXIT_USAGE, as_json=as_json)
     wh = _warehouse(warehouse)
     rules = load_rules()
+    from perfledger.console import progress
+
     try:
-        frame = build_matrix(wh, models, system=system, backend=backend, version=version)
+        with progress(None, "pricing cells") as bar:
+            frame = build_matrix(wh, models, system=system, backend=backend, version=version, progress=bar.update)
     except MatrixBuildError as exc:
         fail(str(exc), code=EXIT_USAGE if exc.usage else 1, as_json=as_json)
     if store:
@@ -193,9 +199,15 @@ def build_cmd(models: list[str] = typer.Argument(..., help="Models: " + MODEL_HE
     summary = summarize(frame, label)
     if not store:
         summary["matrix"] = frame.select(rules.columns).to_dicts()
-    emit(summary, as_json, f"{label}: {summary['rows']} rows, {summary['by_status']}"
-         + ("" if store else "".join(f"\n{r['System']} {r['Backend']} {r['Version']} {r['Mode']}: {r['Status']} "
-                                     f"{r['Source'] or r['ErrMsg']}" for r in summary["matrix"])))
+    if as_json or store:
+        emit(summary, as_json, f"{label}: {summary['rows']:,} rows; {_statuses(summary['by_status'])}")
+        return
+    from perfledger.console import print_table
+
+    typer.echo(f"{label} (not stored): {summary['rows']:,} rows; {_statuses(summary['by_status'])}")
+    print_table(["model", "system", "backend", "version", "mode", "status", "source / reason"],
+                [[r["HuggingFaceID"], r["System"], r["Backend"], r["Version"], r["Mode"], r["Status"],
+                  r["Source"] or r["ErrMsg"]] for r in summary["matrix"]])
 
 
 @matrix_app.command("explain")
