@@ -10,6 +10,7 @@ from perfledger.generator.outdir import write_output
 from perfledger.generator.overrides import apply_overrides
 from perfledger.generator.render import render_artifacts
 from perfledger.generator.resolve import resolve
+from perfledger.generator.versions import release_for_data
 from perfledger.generator.yamlio import dump_yaml, load_yaml_file
 
 
@@ -32,8 +33,10 @@ class Rendered:
 
 
 def build_document(raw: Any, overrides: list[str], backend: str | None = None, version: str | None = None,
-                   target: str | None = None) -> Any:
-    """File < --set < promoted flags (--backend / --version / --target)."""
+                   target: str | None = None, held_versions: dict[str, list[str]] | None = None) -> Any:
+    """File < --set < promoted flags (--backend / --version / --target). A document naming neither a version
+    nor a Dynamo release gets the newest release pinning a backend version the perf data holds (`held_versions`:
+    backend -> versions in the warehouse), so its default matches the data, not the code's default release."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -41,6 +44,10 @@ def build_document(raw: Any, overrides: list[str], backend: str | None = None, v
     doc = apply_overrides(raw, overrides)
     promoted = {"backend": backend, "version": version, "target": target}
     doc.update({k: v for k, v in promoted.items() if v is not None})
+    if held_versions and "version" not in doc and "generator_dynamo_version" not in doc and isinstance(doc.get("backend"), str):
+        release = release_for_data(doc["backend"], held_versions.get(doc["backend"], []))
+        if release is not None:
+            doc["generator_dynamo_version"] = release
     return doc
 
 
@@ -54,7 +61,7 @@ def render_document(doc: Any, where: str) -> Rendered:
 
 def generate(input_path: Path, overrides: list[str], out_dir: Path, backend: str | None = None,
              version: str | None = None, target: str | None = None, *,
-             allow_symlinked_out: bool = False) -> GenerationResult:
+             allow_symlinked_out: bool = False, held_versions: dict[str, list[str]] | None = None) -> GenerationResult:
     """Render every artifact for one unified deployment YAML into out_dir (a symlink to a folder in another
     tree only with `allow_symlinked_out`).
 
@@ -62,6 +69,6 @@ def generate(input_path: Path, overrides: list[str], out_dir: Path, backend: str
     a warning each. Raises GeneratorError (bad input; `.where` names the file/key) or UsageError.
     """
     raw = load_yaml_file(Path(input_path))
-    rendered = render_document(build_document(raw, overrides, backend, version, target), str(input_path))
+    rendered = render_document(build_document(raw, overrides, backend, version, target, held_versions), str(input_path))
     files, cleanup = write_output(Path(out_dir), rendered.files, allow_symlinked_out=allow_symlinked_out)
     return GenerationResult(files, rendered.mode, [*rendered.warnings, *cleanup])

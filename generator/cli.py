@@ -19,6 +19,9 @@ def generate_command(
     allow_symlinked_out: bool = typer.Option(
         False, "--allow-symlinked-out", help="Write into --out even when it is a symlink to a folder in another tree."),
     explain_key: str | None = typer.Option(None, "--explain", help="Print a key's schema and flags, then exit."),
+    warehouse: str | None = typer.Option(None, "--warehouse", help="Warehouse whose newest data picks the default "
+                                         "backend version when the input names none (default: $PERFLEDGER_WAREHOUSE "
+                                         "or var/warehouse, when it exists)"),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Render artifacts for one deployment; prints files, mode and warnings."""
@@ -36,7 +39,7 @@ def generate_command(
         from perfledger.generator.api import generate
 
         result = generate(input_yaml, set_, out, backend=backend, version=version, target=target,
-                          allow_symlinked_out=allow_symlinked_out)
+                          allow_symlinked_out=allow_symlinked_out, held_versions=held_versions(warehouse))
     except UsageError as exc:
         fail(str(exc), code=EXIT_USAGE, as_json=as_json)
     except GeneratorError as exc:
@@ -48,6 +51,24 @@ def generate_command(
     for warning in result.warnings:
         typer.echo(warning, err=True)
     typer.echo(f"{result.mode}: wrote {len(result.files)} files to {out}")
+
+
+def held_versions(root: str | None) -> dict[str, list[str]]:
+    """backend -> versions the warehouse's ingested batches hold ({} without a warehouse: the code's defaults)."""
+    from perfledger.warehouse.paths import resolve_root
+    from perfledger.warehouse.store import Warehouse
+
+    path = resolve_root(root)
+    if not path.is_dir():
+        return {}
+    wh = Warehouse(path)
+    if not wh.has_table("batches"):
+        return {}
+    batches = wh.read_table("batches")
+    held: dict[str, set[str]] = {}
+    for backend, version in batches.select("backend", "version").unique().iter_rows():
+        held.setdefault(backend, set()).add(version)
+    return {b: sorted(v) for b, v in held.items()}
 
 
 def register(app: typer.Typer) -> None:

@@ -44,5 +44,30 @@ def resolve(doc: Any, where: str) -> Resolution:
         warnings += check_image_tag(resolved["K8sConfig"]["k8s_image"], runtime, top["target"])
     rules = order_rules(load_rule_set(resolved["rule"], top["backend"], schema, "rule"), schema)
     final, provenance = apply_rules(rules, resolved, schema)
+    warnings += overridden_inputs(doc, final, provenance, rules)
     deployment = build_deployment(final, doc, runtime, top["target"])
     return Resolution(deployment, resolved, provenance, tuple(warnings))
+
+
+def _at(doc: dict[str, Any], path: str) -> Any:
+    node: Any = doc
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def overridden_inputs(doc: dict[str, Any], final: dict[str, Any], provenance: dict[str, str], rules) -> list[str]:
+    """One warning per value the input set that a rule changed, naming both values and the rule (and the switch
+    that keeps the input's, when the rule sits under one), so a changed limit is never silent."""
+    by_where = {rule.where: rule for rule in rules}
+    out = []
+    for path, where in sorted(provenance.items()):
+        given, made = _at(doc, path), _at(final, path)
+        if given is None or made == given:
+            continue
+        switches = sorted({n for c in by_where[where].conditions for n in c.names if n in load_schema().top})
+        keep = f"; set {' / '.join(f'{n}: true' for n in switches)} to keep {given!r}" if switches else ""
+        out.append(f"{path}: the input sets {given!r}, rule {where} makes it {made!r}{keep}")
+    return out

@@ -63,6 +63,13 @@ def floor_version(requested: str, known: list[str], backend: str) -> tuple[str, 
                        f"{backend} {below[-1]} (backend_config_mapping.yaml)"]
 
 
+def release_for_data(backend: str, held: list[str]) -> str | None:
+    """The newest Dynamo release whose pinned `backend` version is one the perf data holds (None: none is), so a
+    config generated without a version describes the version the estimates were priced on."""
+    shipping = [d for d, pins in runtime_matrix()["dynamo"].items() if pins.get(backend) in set(held)]
+    return max(shipping, key=version_key) if shipping else None
+
+
 def resolve_runtime(backend: str, version: str | None, dynamo_version: str | None, target: str,
                     known_versions: list[str]) -> Runtime:
     """Pick the Dynamo release and backend version together; image tag and flag data follow them."""

@@ -15,7 +15,8 @@ RUNNER = CliRunner()
 
 
 def invoke(*args):
-    return RUNNER.invoke(app, ["generate", *args])
+    """`generate` with no warehouse (the default release's versions), unless the call names one."""
+    return RUNNER.invoke(app, ["generate", *args], env={"PERFLEDGER_WAREHOUSE": "/nonexistent/perfledger-warehouse"})
 
 
 def test_generate_json_contract_and_files(tmp_path):
@@ -102,3 +103,36 @@ def test_explain_shows_the_per_node_launch_flags():
     assert info["flags"]["trtllm"][0]["flag"] is None and "MPI" in info["flags"]["trtllm"][0]["reason"]
     text = invoke("--explain", "NodeConfig.node_ips").stdout
     assert "(only when (data_parallel_size or 1) == 1)" in text
+
+
+def test_a_rule_that_changes_an_input_value_is_a_warning_naming_both(tmp_path):
+    """vllm_agg.yaml sets max_batch_size 256; the production rules deploy 512 (headroom): said, not silent."""
+    result = invoke(str(EXAMPLES / "vllm_agg.yaml"), "--out", str(tmp_path / "a"), "--json")
+    warned = [w for w in json.loads(result.stdout)["warnings"] if w.startswith("Workers.agg.max_batch_size")]
+    assert warned == ["Workers.agg.max_batch_size: the input sets 256, rule generator/rules/production/vllm.rule:7 "
+                      "makes it 512; set preserve_engine_limits: true to keep 256"]
+    assert "--max-num-seqs 512" in (tmp_path / "a" / "run_0.sh").read_text()
+    kept = invoke(str(EXAMPLES / "vllm_agg.yaml"), "--out", str(tmp_path / "b"), "--set", "preserve_engine_limits=true",
+                  "--json")
+    assert not [w for w in json.loads(kept.stdout)["warnings"] if "max_batch_size" in w]
+    assert "--max-num-seqs 256" in (tmp_path / "b" / "run_0.sh").read_text()
+
+
+def test_default_backend_version_follows_the_newest_data_the_warehouse_holds(tmp_path):
+    """An input naming no version gets the newest Dynamo release pinning a version the warehouse holds."""
+    from perfledger.generator.api import build_document
+    from tests.warehouse.conftest import GEMM_HEADER, gemm_line, write_staging
+
+    raw = {"backend": "vllm", "ServiceConfig": {"model_path": "m"}}
+    assert build_document(raw, [], held_versions={"vllm": ["0.20.0", "0.24.0", "0.27.0"]})["generator_dynamo_version"] == "1.3.0"
+    assert "generator_dynamo_version" not in build_document(raw, [], held_versions={"vllm": ["0.9.0"]})
+    assert "generator_dynamo_version" not in build_document(raw, [], version="0.20.1", held_versions={"vllm": ["0.24.0"]})
+    wh = tmp_path / "wh"
+    folder = write_staging(tmp_path / "c", "gemm_perf", GEMM_HEADER, [gemm_line(1)],
+                           batch={"system": "h200_sxm", "backend": "vllm", "version": "0.24.0"})
+    assert RUNNER.invoke(app, ["ingest", str(folder), "--warehouse", str(wh)]).exit_code == 0
+    for where, pinned in ((wh, "0.24.0"), (tmp_path / "none", "0.20.1")):  # no warehouse: the code's default release
+        result = invoke(str(EXAMPLES / "vllm_agg.yaml"), "--out", str(tmp_path / f"o{pinned}"), "--warehouse", str(where),
+                        "--json")
+        assert result.exit_code == 0, result.output
+        assert yaml.safe_load((tmp_path / f"o{pinned}" / "generator_config.yaml").read_text())["version"] == pinned
