@@ -9,14 +9,24 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from perfledger.console import fail
+from perfledger.console import EXIT_USAGE, fail
 from perfledger.settings import REFERENCE_ENV
 from perfledger.warehouse.lock import WarehouseBusy, WarehouseUnwritable
 
 
 class Commands(TyperGroup):
     """The root command group. A warehouse that cannot be written (read-only, not a folder) or is busy ends
-    whichever command was writing it with one line and exit 1: one handler here, none per command."""
+    whichever command was writing it with one line and exit 1, and a bad call of any command (unknown option,
+    missing or malformed value) is one line and exit 2, `error: <what> (see <command> --help)`, not a boxed
+    usage screen: one handler here, none per command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except typer.TyperException as exc:  # a bad root option (`perfledger --bogus`): the same one line
+            if not _usage_error(exc):
+                raise
+            fail(f"{exc.format_message()} (see `perfledger --help`)", code=EXIT_USAGE, as_json="--json" in args)
 
     def invoke(self, ctx: click.Context):
         as_json = "--json" in ctx.args  # the arguments after the command name, still to be parsed
@@ -24,6 +34,17 @@ class Commands(TyperGroup):
             return super().invoke(ctx)
         except (WarehouseBusy, WarehouseUnwritable) as exc:
             fail(str(exc), as_json=as_json)
+        except typer.TyperException as exc:
+            if not _usage_error(exc):
+                raise
+            where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "perfledger"
+            fail(f"{exc.format_message()} (see `{where} --help`)", code=EXIT_USAGE, as_json=as_json)
+
+
+def _usage_error(exc: Exception) -> bool:
+    """A Click usage error (exit 2) other than a group called bare, whose answer is its help screen."""
+    return getattr(exc, "exit_code", None) == EXIT_USAGE and hasattr(exc, "format_message") \
+        and type(exc).__name__ != "NoArgsIsHelpError"
 
 
 app = typer.Typer(

@@ -92,7 +92,7 @@ def test_comm_takes_backend_and_version_and_says_they_do_not_matter():
     first = json.loads(answers[0].stdout)
     assert first["latency_ms"] == pytest.approx(0.0239217, rel=1e-5) and first["note"].startswith("NCCL data is per system")
     assert all(json.loads(a.stdout) == first for a in answers)
-    assert "note=NCCL data is per system" in _run(*comm, "--backend", "vllm").stdout
+    assert "note: NCCL data is per system" in _run(*comm, "--backend", "vllm").stdout
 
 
 def test_static_prices_kimi_k3_like_the_reference_and_a_backend_without_a_plan_exits_1(oracle):
