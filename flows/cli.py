@@ -263,6 +263,17 @@ def _serve_preflight(as_json: bool) -> None:
              "http://127.0.0.1:4200/api (`perfledger serve --dry-run` lists the deployments without one)", as_json=as_json)
 
 
+def _lane_names(models: list[str], as_json: bool) -> list[str]:
+    """The lane-spec names of the models named (--models or the config's, any naming schemas.model_names
+    takes), checked before a flow runs: an unknown one is one line listing close matches, not a task's traceback."""
+    from perfledger.ledger.specs import LaneSpecError, spec_for
+
+    try:
+        return [spec_for(model).path.stem for model in models]
+    except LaneSpecError as exc:
+        fail(f"--models: {exc}", code=EXIT_USAGE, as_json=as_json)
+
+
 def _quiet_prefect(verbose: bool) -> None:
     """Prefect logs at WARNING unless -v (INFO) or the caller's PREFECT_LOGGING_LEVEL says otherwise; set before
     Prefect is imported, which reads it once."""
@@ -299,6 +310,7 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
         settings = replace(load_pipeline_config(config, warehouse=warehouse, out=out), allow_symlinked_out=allow_symlinked_out)
         if models:
             settings = replace(settings, models=models)
+        settings = replace(settings, models=_lane_names(settings.models, as_json))
         with _spinner(not as_json, "backfill" if window else "run"):
             result = run_pipeline(settings, runner=runner, address=address, backfill=window)
     except (ConfigError, BackfillError) as exc:
