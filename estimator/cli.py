@@ -42,6 +42,8 @@ def register(app: typer.Typer) -> None:
         mode: str = MODE,
         breakdown: bool = typer.Option(False, "--breakdown", help="Per-op ms: context (prefill), decode per step and "
                                        "decode total over osl-1 steps"),
+        explain_miss: bool = typer.Option(False, "--explain-miss", help="When an op finds no data: say whether "
+                                          "--mode hybrid answers the estimate (`perfledger slices OP` lists the data)"),
         data: str | None = DATA,
         warehouse: str | None = WAREHOUSE,
         as_json: bool = JSON,
@@ -56,11 +58,21 @@ def register(app: typer.Typer) -> None:
         from perfledger.estimator.models.memory import static_memory
         from perfledger.estimator.static import Deploy, static
 
-        def compute():
+        def priced(how: str):
             config = model_for(model, model_config)
             deploy = Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, gemm_quant=gemm_quant,
                             moe_quant=moe_quant, kv_quant=kv_quant, fmha_quant=fmha_quant)
-            result = static(_source(data, warehouse), config, deploy, batch=batch, isl=isl, osl=osl, mode=mode.lower())
+            return config, static(_source(data, warehouse), config, deploy, batch=batch, isl=isl, osl=osl, mode=how)
+
+        def compute():
+            from perfledger.estimator.errors import NoDataError
+
+            try:
+                config, result = priced(mode.lower())
+            except NoDataError as exc:
+                if not explain_miss:
+                    raise
+                raise NoDataError(f"{exc}; hint: {hybrid_hint(lambda: priced('hybrid')[1], mode.lower())}") from None
             return result, static_memory(config, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
                                          quants=result["quants"], batch=batch, isl=isl, osl=osl, version=version)
 
@@ -112,6 +124,19 @@ def register(app: typer.Typer) -> None:
         else:
             print_table(["part", "ms per layer"], [[name, ms] for name, ms in result["per_layer"].items()])
             typer.echo(f"prefill: {number(result['prefill_ms'], 'ms')}")
+
+
+def hybrid_hint(price_hybrid, mode: str) -> str:
+    """--explain-miss for a whole-model estimate: whether `--mode hybrid` (transfers from neighbour slices) prices it."""
+    from perfledger.estimator.errors import EstimatorError
+
+    if mode != "silicon":
+        return f"--mode {mode} finds no neighbour either; `perfledger slices OP` lists what the data holds"
+    try:
+        result = price_hybrid()
+    except EstimatorError:
+        return "--mode hybrid finds no neighbour either; `perfledger slices OP` lists what the data holds"
+    return f"--mode hybrid prices it: TTFT {result['ttft_ms']:.4g} ms, TPOT {result['tpot_ms']:.4g} ms"
 
 
 def op_breakdown(context: dict[str, float], generation: dict[str, float], steps: int) -> dict:

@@ -211,3 +211,11 @@ def test_slices_lists_grid_ranges_and_filters():
     assert CliRunner().invoke(app, ["slices", "gemm", "--system", "h200_sxm"]).exit_code == 2  # per backend version
     assert CliRunner().invoke(app, ["slices", "nope", "--system", "h200_sxm"]).exit_code == 2
     assert CliRunner().invoke(app, ["slices", "moe", *H200, "--where", "colour=red"]).exit_code == 2
+
+
+def test_static_explain_miss_says_whether_hybrid_prices_it():
+    qwen = ["static", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm", "--version", "1.3.0rc20",
+            "--tp", "3", "--batch", "8", "--isl", "4000", "--osl", "200", "--data", "aic-package"]
+    plain, explained = _run(*qwen), _run(*qwen, "--explain-miss")
+    assert plain.exit_code == explained.exit_code == 1 and "have [2, 4, 8]" in plain.stderr and "hint" not in plain.stderr
+    assert len(explained.stderr.splitlines()) == 1 and "hint: --mode hybrid finds no neighbour either" in explained.stderr
