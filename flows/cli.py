@@ -207,7 +207,12 @@ def register(app: typer.Typer) -> None:
         wh = Warehouse(resolve_root(warehouse))
         latest = wh.table_version(table, curated=True)
         if latest is None:
-            fail(f"no curated table {table!r} in warehouse {wh.root}", as_json=json)
+            import difflib
+
+            known = wh.curated_tables()
+            close = difflib.get_close_matches(table, known, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; tables: {', '.join(known)}" if known else ""
+            fail(f"no curated table {table!r} in warehouse {wh.root}{hint}", as_json=json)
         from perfledger.console import progress
 
         try:

@@ -64,9 +64,12 @@ def export_aic(wh: Warehouse, out: Path, *, systems: list[str] | None = None,
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out}: output folder exists and is not empty")
-    inventory = [e for e in curated_inventory(wh) if not systems or e["system"] in systems]
+    held = curated_inventory(wh)
+    inventory = [e for e in held if not systems or e["system"] in systems]
     if not inventory:
-        raise ExportError(f"warehouse {wh.root} holds no curated rows{' for ' + ', '.join(systems) if systems else ''}")
+        known = sorted({e["system"] for e in held})
+        raise ExportError(f"warehouse {wh.root} holds no curated rows{' for ' + ', '.join(systems) if systems else ''}"
+                          + (f" (systems it holds: {', '.join(known)})" if known else ""))
     batches = wh.read_table("batches") if wh.has_table("batches") else pl.DataFrame()
     reuse = wh.read_table("reuse") if wh.has_table("reuse") else pl.DataFrame()
     staging = out.with_name(f".{out.name}.partial")

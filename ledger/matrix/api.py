@@ -52,11 +52,13 @@ def build_matrix(wh, models: list[str], *, system: str | None = None, backend: s
             spec = spec_for(model)
         except LaneSpecError as exc:
             raise MatrixBuildError(str(exc)) from None
-        combos = [c for c in combinations(partitions, spec, rules)
-                  if all(v is None or c[i] == v for i, v in enumerate(wanted))]
+        held = combinations(partitions, spec, rules)
+        combos = [c for c in held if all(v is None or c[i] == v for i, v in enumerate(wanted))]
         if filtered and not combos:
             chosen = {k: v for k, v in zip(("system", "backend", "version"), wanted, strict=True) if v}
-            raise MatrixBuildError(f"{spec.model}: no warehouse partition matches {chosen}", usage=True)
+            listed = ", ".join("/".join(c) for c in held[:12]) + (" ..." if len(held) > 12 else "")
+            raise MatrixBuildError(f"{spec.model}: no warehouse partition matches {chosen} "
+                                   f"(held on its systems: {listed or 'none'})", usage=True)
         plans.append((spec, combos))
     total, done = sum(len(combos) for _, combos in plans), 0
 
