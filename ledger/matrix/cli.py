@@ -233,5 +233,8 @@ def explain_cmd(model: str = typer.Argument(..., help=MODEL_HELP),
     result = {"model": spec.model, "ours": ours_name, "imported": imported_name,
               **model_disagreements(mine, theirs, spec.model)}
     emit(result, as_json, f"{spec.model}: {result['agree']} agree, {len(result['disagree'])} disagree, "
-         f"{result['only_ours']} only ours, {result['only_imported']} only imported"
-         + "".join(f"\n{r['keys']:>5}  {r['transition']}: {r['reason']}" for r in result["by_reason"]))
+         f"{result['only_ours']} only ours, {result['only_imported']} only imported")
+    if not as_json and result["by_reason"]:
+        from perfledger.console import print_table
+
+        print_table(["keys", "transition", "reason"], [[r["keys"], r["transition"], r["reason"]] for r in result["by_reason"]])

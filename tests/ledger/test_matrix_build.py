@@ -285,8 +285,10 @@ def test_explain_cli_counts_disagreements_by_reason(root, built):
     assert payload["by_reason"] == [{"transition": "only imported", "keys": 232,
                                      "reason": "key not in our warehouse (no collected partition for that backend/version)"}]
     text = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", head, "--warehouse", str(root)])
-    only_imported = "  232  only imported: key not in our warehouse (no collected partition for that backend/version)"
-    assert only_imported in text.stdout.splitlines()
+    header, _, row = text.stdout.splitlines()[1:4]  # a table: keys, transition, reason
+    assert header.split() == ["keys", "transition", "reason"]
+    assert row.split(None, 3)[:3] == ["232", "only", "imported"]
+    assert row.rstrip().endswith("key not in our warehouse (no collected partition for that backend/version)")
     missing = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", "no-such-label", "--warehouse", str(root), "--json"])
     assert missing.exit_code == 2 and "no support-matrix snapshot labelled 'no-such-label'" in missing.stdout
 
