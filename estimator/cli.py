@@ -202,8 +202,10 @@ def slices_cmd(
     if not frame.height:
         fail(f"no {op} slices match {' '.join(where)}", as_json=as_json)
     axes = [c[: -len("_min")] for c in frame.columns if c.endswith("_min")]
-    fixed = [c for c in frame.columns if c != "rows" and not c.startswith(tuple(f"{a}_" for a in axes))]
-    rows = [[*(r[c] for c in fixed), r["rows"], *(f"{r[f'{a}_min']:,}..{r[f'{a}_max']:,} ({r[f'{a}_points']})" for a in axes)]
+    tail = [c for c in ("rows", "from") if c in frame.columns]
+    fixed = [c for c in frame.columns if c not in tail and not c.startswith(tuple(f"{a}_" for a in axes))]
+    rows = [[*(r[c] for c in fixed), *(r[c] for c in tail),
+             *(f"{r[f'{a}_min']:,}..{r[f'{a}_max']:,} ({r[f'{a}_points']})" for a in axes)]
             for r in frame.iter_rows(named=True)]
-    print_table([*fixed, "rows", *(f"{a} range (points)" for a in axes)], rows,
+    print_table([*fixed, *tail, *(f"{a} range (points)" for a in axes)], rows,
                 title=f"{frame.height} {op} slices on {system} {backend or ''} {version or ''}".rstrip())

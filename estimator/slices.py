@@ -44,8 +44,9 @@ def op_rows(est, op: str, system: str, backend: str | None, version: str | None)
 
 def op_slices(est, op: str, system: str, backend: str | None, version: str | None,
               where: dict | None = None) -> pl.DataFrame:
-    """One row per slice: its slice columns, rows, and per axis `<axis>_min`, `<axis>_max`, `<axis>_points`;
-    `where` (option -> value) keeps the slices that match it."""
+    """One row per slice: its slice columns, rows, `from` (the versions whose rows answer: own, reuse donor,
+    earlier version or lender), and per axis `<axis>_min`, `<axis>_max`, `<axis>_points`; `where` (option ->
+    value) keeps the slices that match it."""
     spec = _spec(op)
     rows = op_rows(est, op, system, backend, version)
     columns = [c for c in spec["slice"].values() if c in rows.columns]
@@ -55,6 +56,8 @@ def op_slices(est, op: str, system: str, backend: str | None, version: str | Non
         if column in columns and value is not None:
             rows = rows.filter(pl.col(column).cast(pl.String) == str(value))
     aggs = [pl.len().alias("rows")]
+    if "_source_version" in rows.columns:  # which version's rows answer (own, a donor, an earlier one, a lender)
+        aggs.append(pl.col("_source_version").cast(pl.String).unique().sort().str.join(",").alias("from"))
     for axis in axes:
         aggs += [pl.col(axis).min().alias(f"{axis}_min"), pl.col(axis).max().alias(f"{axis}_max"),
                  pl.col(axis).n_unique().alias(f"{axis}_points")]

@@ -208,6 +208,9 @@ def test_slices_lists_grid_ranges_and_filters():
     assert all(s["message_size_min"] < s["message_size_max"] for s in doc["slices"])
     human = CliRunner().invoke(app, ["slices", "moe", *H200, "--where", "quant=fp8", "--where", "hidden=4096"])
     assert human.exit_code == 0 and "num_tokens range (points)" in human.stdout and "1..16,384 (27)" in human.stdout
+    later = json.loads(CliRunner().invoke(app, ["slices", "gemm", "--system", "h200_sxm", "--backend", "vllm",
+                                                "--version", "9.9", "--data", "aic-package", "--json"]).stdout)
+    assert {s["from"] for s in later["slices"]} == {"0.24.0"}  # an unknown later version reads the newest earlier one
     assert CliRunner().invoke(app, ["slices", "gemm", "--system", "h200_sxm"]).exit_code == 2  # per backend version
     assert CliRunner().invoke(app, ["slices", "nope", "--system", "h200_sxm"]).exit_code == 2
     assert CliRunner().invoke(app, ["slices", "moe", *H200, "--where", "colour=red"]).exit_code == 2
