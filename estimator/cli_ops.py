@@ -213,18 +213,25 @@ _TAIL = [("mode", str, MODE), ("data", _STR, DATA), ("warehouse", _STR, WAREHOUS
 REQUIRED_NOTE = " (required unless --queries has the column)"
 
 
-def _mark_required(options) -> None:
-    """`--help` marks the query options without a default: required, unless a --queries file gives the column."""
-    for _, _, opt in options:
-        if opt.default is None and not (opt.help or "").endswith(REQUIRED_NOTE):
+def _marked_required(options) -> list:
+    """The options with `--help` marking those without a default: required, unless a --queries file gives the
+    column (copies: one OptionInfo serves several commands, and comm's --backend is not required)."""
+    import copy
+
+    marked = []
+    for name, kind, opt in options:
+        if opt.default is None:
+            opt = copy.copy(opt)
             opt.help = (opt.help or "") + REQUIRED_NOTE
+        marked.append((name, kind, opt))
+    return marked
 
 
 def _op_command(est_app: typer.Typer, op: str) -> None:
     """One per-op command: its options become one query row (or fill absent CSV columns)."""
     doc, options = OP_OPTIONS[op]
     unqueried, note = UNQUERIED.get(op, ([], None))
-    _mark_required(options)
+    options = _marked_required(options)
 
     def command(**kw) -> None:
         tail = {name: kw.pop(name) for name, _, _ in [*_TAIL, *unqueried]}

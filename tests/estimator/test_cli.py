@@ -222,3 +222,11 @@ def test_static_explain_miss_says_whether_hybrid_prices_it():
     plain, explained = _run(*qwen), _run(*qwen, "--explain-miss")
     assert plain.exit_code == explained.exit_code == 1 and "have [2, 4, 8]" in plain.stderr and "hint" not in plain.stderr
     assert len(explained.stderr.splitlines()) == 1 and "hint: --mode hybrid finds no neighbour either" in explained.stderr
+
+
+def test_help_marks_query_options_required_unless_queries_gives_them():
+    gemm, comm = (CliRunner().invoke(app, ["estimate", op, "--help"], env={"COLUMNS": "250"}).stdout for op in ("gemm", "comm"))
+    line = next(line for line in gemm.splitlines() if "--backend" in line)
+    assert "(required unless --queries has the column)" in line
+    line = next(line for line in comm.splitlines() if "--backend" in line)
+    assert "required" not in line  # comm takes --backend for symmetry only
