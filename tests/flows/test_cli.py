@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -111,3 +112,16 @@ def test_backfill_models_are_resolved_before_prefect_starts(tmp_path: Path) -> N
                                  "--warehouse", str(tmp_path / "wh")])
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1 and "did you mean: kimi-k3" in result.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_prefect_logs_are_quiet_unless_verbose(monkeypatch) -> None:
+    from perfledger.flows.cli import _quiet_prefect
+
+    monkeypatch.delenv("PREFECT_LOGGING_LEVEL", raising=False)
+    _quiet_prefect(False)
+    assert os.environ["PREFECT_LOGGING_LEVEL"] == "WARNING"
+    monkeypatch.setenv("PREFECT_LOGGING_LEVEL", "DEBUG")  # the caller's choice stands
+    _quiet_prefect(False)
+    assert os.environ["PREFECT_LOGGING_LEVEL"] == "DEBUG"
+    _quiet_prefect(True)
+    assert os.environ["PREFECT_LOGGING_LEVEL"] == "INFO"
