@@ -106,9 +106,12 @@ def parallelism(deploy: dict) -> dict[str, int]:
 
 
 def parallelism_label(knobs: dict[str, int]) -> str:
-    """`tp16 · ep16` (moe_tp shown when it is not 1)."""
+    """`tp8 · ep16 (attention dp2)`: moe_tp shown when it is not 1, the attention data-parallel degree when the
+    MoE spans more GPUs than the attention's tensor parallelism."""
     parts = [f"tp{knobs['tp']}"] + ([f"moe_tp{knobs['moe_tp']}"] if knobs["moe_tp"] != 1 else [])
-    return " · ".join(parts + ([f"ep{knobs['moe_ep']}"] if knobs["moe_ep"] != 1 else []))
+    label = " · ".join(parts + ([f"ep{knobs['moe_ep']}"] if knobs["moe_ep"] != 1 else []))
+    moe = knobs["moe_tp"] * knobs["moe_ep"]
+    return label + (f" (attention dp{moe // knobs['tp']})" if moe > knobs["tp"] else "")
 
 
 def shape(scenario: dict) -> dict[str, int]:

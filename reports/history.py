@@ -69,8 +69,9 @@ def estimate_medians(wh) -> list[dict]:
     out = []
     for version, _ in _versions(wh, "estimates"):
         frame = wh.read_table("estimates", as_of=version).filter(pl.col("kind") == "scenario")
-        if "parallelism" not in frame.columns:
-            frame = frame.with_columns(parallelism=pl.lit(None, pl.String))
+        if "parallelism" not in frame.columns:  # priced before scenarios named their parallelism and fit
+            frame = frame.with_columns(parallelism=pl.lit(None, pl.String), fit=pl.lit(None, pl.String))
+        frame = frame.filter(pl.col("fit").fill_null("unknown") != "does not fit")
         grouped = frame.group_by("model", "scenario", "parallelism", "metric").agg(
             priced=pl.col("ms").is_not_null().sum(), median=pl.col("ms").median())
         for model, scenario, par, metric, priced, median in grouped.iter_rows():
@@ -102,7 +103,8 @@ def history_sections(wh, hf_ids: list[str]) -> list[Section]:
         ("History: support-matrix statuses", "support_matrix", matrix_counts(wh, hf_ids), "series", "rows",
          "Rows per label and status for the configured models at each matrix import or build.", False),
         ("History: scenario estimates", "estimates", estimate_medians(wh), "series", "value",
-         "Median estimate over the priced systems (and how many were priced) at each pricing, newest first.", True),
+         "Median estimate over the priced systems where the deployment fits in GPU memory (and how many), at each "
+         "pricing, newest first; versions before fit was recorded count every priced system.", True),
     ]:
         if records:
             sections.append(Section(title, text=[text], table=_pivot(records, series, value, _versions(wh, table), by_series)))

@@ -53,21 +53,22 @@ def _grid_coverage(wh) -> list[dict]:
     """The collector's case grids against the warehouse slices of each op's table (reports.validation)."""
     from perfledger.collector.case_grid import load_grid
     from perfledger.collector.registry import load_registry
-    from perfledger.reports.validation import grid_coverage
+    from perfledger.reports.validation import grid_coverage, held_cases
 
-    grids, held, curated = [], {}, set(wh.curated_tables())
+    grids, held, slices, curated = [], {}, {}, set(wh.curated_tables())
     for op, entry in sorted(load_registry().ops.items()):
         if entry.table not in curated:
             continue
         grid = load_grid(entry.cases)
-        grids.append({"op": op, "table": entry.table, "columns": list(grid.columns), "cases": list(grid.cases)})
-        if entry.table not in held:
-            columns = ["system", "backend", "version", *grid.columns]
-            try:
-                held[entry.table] = wh.read_curated_columns(entry.table, columns).unique()
-            except pl.exceptions.ColumnNotFoundError:  # a table without the grid's columns is not compared
-                continue
-    return grid_coverage(grids, held)
+        spec = {"op": op, "table": entry.table, "columns": list(grid.columns), "cases": list(grid.cases)}
+        try:
+            frame = wh.read_curated_columns(entry.table, ["system", "backend", "version", *grid.columns])
+        except pl.exceptions.ColumnNotFoundError:  # a table without the grid's columns is not compared
+            continue
+        grids.append(spec)
+        held[op] = held_cases(spec, frame)
+        slices.setdefault(entry.table, sorted(frame.select("system", "backend", "version").unique().iter_rows()))
+    return grid_coverage(grids, held, slices)
 
 
 def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tuple[str, str]],

@@ -43,20 +43,34 @@ def noise_class(p90: float | None) -> str:
     return "noise-high" if p90 > NOISE_HIGH else "noise-warn" if p90 > NOISE_WARN else "noise-ok"
 
 
-def grid_coverage(grids: list[dict], held: dict[str, pl.DataFrame]) -> list[dict]:
+def grid_cases(grid: dict, frame: pl.DataFrame) -> pl.DataFrame:
+    """A grid's cases as a frame typed like the warehouse table's columns."""
+    cases = pl.DataFrame(grid["cases"]).select(grid["columns"])
+    return cases.with_columns(pl.col(c).cast(frame.schema[c]) for c in grid["columns"])
+
+
+def held_cases(grid: dict, frame: pl.DataFrame) -> pl.DataFrame:
+    """The distinct (system, backend, version, *grid columns) rows of a table that are cases of the grid
+    (cheap: each column is first narrowed to the grid's values, then joined)."""
+    cases = grid_cases(grid, frame)
+    narrowed = frame.filter(pl.all_horizontal(pl.col(c).is_in(cases[c].unique().implode()) for c in grid["columns"]))
+    return narrowed.join(cases, on=grid["columns"], how="semi").unique()
+
+
+def grid_coverage(grids: list[dict], held: dict[str, pl.DataFrame], slices: dict[str, list[tuple]]) -> list[dict]:
     """Per collector op and warehouse slice of its table: how many of the op's sweep-grid cases the slice holds.
-    grids: {op, table, columns, cases}; held: table -> its distinct (system, backend, version, *grid columns)."""
+    grids: {op, table, columns, cases}; held: op -> held_cases; slices: table -> its (system, backend, version)."""
     out = []
     for grid in grids:
-        frame = held.get(grid["table"])
-        if frame is None or not frame.height or not set(grid["columns"]) <= set(frame.columns):
+        frame = held.get(grid["op"])
+        if frame is None:
             continue
-        cases = pl.DataFrame(grid["cases"]).select(grid["columns"])
-        cases = cases.with_columns(pl.col(c).cast(frame.schema[c]) for c in grid["columns"])
-        for (system, backend, version), part in frame.group_by("system", "backend", "version", maintain_order=True):
-            have = cases.join(part.select(grid["columns"]).unique(), on=grid["columns"], how="semi").height
+        size = len({tuple(case[c] for c in grid["columns"]) for case in grid["cases"]})
+        counts = {tuple(k): n for *k, n in frame.group_by("system", "backend", "version").len().iter_rows()}
+        for system, backend, version in slices.get(grid["table"], []):
+            have = counts.get((system, backend, version), 0)
             out.append({"op": grid["op"], "table": grid["table"], "system": system, "backend": backend, "version": version,
-                        "grid_cases": cases.height, "held": have, "share": have / cases.height if cases.height else 0.0})
+                        "grid_cases": size, "held": have, "share": have / size if size else 0.0})
     return sorted(out, key=lambda r: (r["op"], -r["share"], r["system"], r["backend"], r["version"]))
 
 

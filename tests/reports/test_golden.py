@@ -38,7 +38,7 @@ def matrix() -> pl.DataFrame:
 
 def estimates() -> pl.DataFrame:
     """A stored pricing, as the `estimates` table holds it."""
-    deploy = {"parallelism": "tp16 · ep16", "tp": 16, "moe_tp": 1, "moe_ep": 16, "gpus": 16}
+    deploy = {"parallelism": "tp8 · ep16 (attention dp2)", "tp": 8, "moe_tp": 1, "moe_ep": 16, "gpus": 16}
     rows = [{"model": "kimi-k3", "scenario": "prefill 4k", "metric": "TTFT", "system": "h200_sxm", "backend": "vllm",
              "version": "0.24.0", "ms": 20.72, "source": "silicon", "error": None, "previous_ms": 20.0,
              "delta_pct": 3.6, "verdict": "ok", **deploy, "batch": 1, "isl": 4096, "osl": 1, "memory_gib": 100.35,
