@@ -16,7 +16,7 @@ GATE_COLUMNS = ["model", "scenario", "parallelism", "metric", "system", "backend
                 "delta_pct", "verdict"]
 VERDICTS = ("ok", "warn", "fail", "lost", "new", "miss")
 HEADLINE = ["scenario", "parallelism", "GPUs", "batch", "isl", "osl", "metric", "system", "backend", "version", "ms",
-            "source", "GiB per GPU", "GPU GiB", "fit", "miss"]
+            "source", "GiB per GPU", "GPU GiB", "fit", "matrix (ours, agg)", "miss"]
 FIT_LEGEND = [("fit-yes", "fits in GPU memory"), ("fit-unknown", "memory not sized (no memory model)"),
               ("fit-no", "does not fit: not a deployable number")]
 FIT_CLASS = {"fits": "fit-yes", "does not fit": "fit-no"}
@@ -37,14 +37,17 @@ def short_miss(text: str | None) -> str:
     return text if len(text) <= MISS_CHARS else text[: MISS_CHARS - 1] + "…"
 
 
-def _headline_row(r: dict) -> list:
+def _headline_row(r: dict, matrix: dict) -> list:
+    status = matrix.get((r["hf_model"], r["system"], r["backend"], r["version"]), "")
     return [r["scenario"], r.get("parallelism") or "", r.get("gpus"), r.get("batch"), r.get("isl"), r.get("osl"),
             r["metric"], r["system"], r["backend"], r["version"], r["ms"], r["source"], r.get("memory_gib"),
-            r.get("capacity_gib"), _fit(r), short_miss(r["error"])]
+            r.get("capacity_gib"), _fit(r), status, short_miss(r["error"])]
 
 
-def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]]) -> Page:
-    """The page of one stored pricing (a non-empty `estimates` table)."""
+def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]], matrix: dict | None = None) -> Page:
+    """The page of one stored pricing (a non-empty `estimates` table); `matrix`: our built matrix's agg status
+    per (HF id, system, backend, version), shown beside each row (a HW_INCOMPATIBLE system says so)."""
+    matrix = matrix or {}
     rows = estimates.filter(pl.col("kind") == "scenario").sort("seq").to_dicts()
     run = rows[0]
     sections = []
@@ -62,7 +65,7 @@ def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]]) -> Page
                   f"{len(deployable)} rows fit in GPU memory (or are not sized); {len(too_big)} do not and are listed "
                   "apart below."],
             legend=FIT_LEGEND,
-            table=Table(HEADLINE, [_headline_row(r) for r in deployable],
+            table=Table(HEADLINE, [_headline_row(r, matrix) for r in deployable],
                         row_classes=[FIT_CLASS.get(_fit(r), "fit-unknown") for r in deployable], filterable=True),
             images=[p for p in plots if p[0].startswith(f"plots/latency-{name}")]))
         if too_big:
@@ -70,7 +73,7 @@ def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]]) -> Page
                 f"{model}: deployments that do not fit",
                 text=["These deployments need more memory per GPU than the system has: their latency is what the "
                       "operators would take, not a number anyone can serve at. A wider parallelism (more GPUs) fits."],
-                table=Table(HEADLINE, [_headline_row(r) for r in too_big], row_classes=["fit-no"] * len(too_big),
+                table=Table(HEADLINE, [_headline_row(r, matrix) for r in too_big], row_classes=["fit-no"] * len(too_big),
                             filterable=True)))
     c = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
     sections.append(Section(

@@ -49,6 +49,18 @@ def _matrix(wh, hf_ids: list[str]) -> Page:
     return matrix_page(label, frame, hf_ids, stored.to_dicts(), ours)
 
 
+def _ours_agg(wh) -> dict[tuple[str, str, str, str], str]:
+    """Our built matrix's agg status per (HF id, system, backend, version), {} when none is stored."""
+    from perfledger.ledger.matrix.store import labels, read_snapshot
+    from perfledger.ledger.report import OURS_LABEL
+
+    if OURS_LABEL not in labels(wh)["label"].to_list():
+        return {}
+    frame = read_snapshot(wh, OURS_LABEL)[1].filter(pl.col("Mode") == "agg")
+    return {(r[0], r[1], r[2], r[3]): r[4] for r in frame.select("HuggingFaceID", "System", "Backend", "Version",
+                                                                  "Status").iter_rows()}
+
+
 def _grid_coverage(wh) -> list[dict]:
     """The collector's case grids against the warehouse slices of each op's table (reports.validation)."""
     from perfledger.collector.case_grid import load_grid
@@ -131,7 +143,7 @@ def build_site(root: Path, out: Path, models: list[str], run: dict, *, allow_sym
         diff_page(latest_diffs(wh)),
     ]
     if estimates.height:
-        pages.append(estimate_page(estimates, [p for p in plots if p[0].startswith("plots/latency-")]))
+        pages.append(estimate_page(estimates, [p for p in plots if p[0].startswith("plots/latency-")], _ours_agg(wh)))
     pages.insert(0, index_page(run, pages, ledgers, [p for p in plots if p[0].startswith("plots/coverage-")],
                                history_sections(wh, hf_ids)))
     nav = [(p.slug, p.title if p.slug != "index" else "Home") for p in pages[:1]]
