@@ -53,6 +53,11 @@ def check_layout(page, name: str, every: list[str]) -> None:
     assert clipped == 0
     assert page.evaluate("[...document.querySelectorAll('*')].filter(e => getComputedStyle(e).wordBreak === "
                          "'break-all').length") == 0, f"{name}: text would break mid-word"
+    # A long cell wraps between words only: every word sits in a nowrap span (no break after a `-` of `--flag`).
+    loose = page.evaluate("""[...document.querySelectorAll('td.long')].filter(td => [...td.querySelectorAll('span.w')]
+                             .some(w => getComputedStyle(w).whiteSpace !== 'nowrap')
+                             || td.textContent.split(' ').length !== td.querySelectorAll('span.w').length).length""")
+    assert loose == 0, f"{name}: a long cell can break inside a word"
 
 
 def table_rows(page, section: str) -> list[dict]:
