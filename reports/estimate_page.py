@@ -83,8 +83,8 @@ def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]], matrix:
               f"ok {c['ok']}, warn {c['warn']}, fail {c['fail']}, lost {c['lost']}, new {c['new']}, miss {c['miss']}."],
         legend=[("verdict-ok", "ok"), ("verdict-warn", "warn"), ("verdict-fail", "fail / lost"),
                 ("verdict-new", "new / miss")],
-        table=Table(GATE_COLUMNS, [[*(r.get(k) for k in GATE_COLUMNS[:-2]), _pct(r["delta_pct"]), r["verdict"]]
-                                   for r in rows],
+        table=Table([*GATE_COLUMNS, "fit"], [[*(r.get(k) for k in GATE_COLUMNS[:-2]), _pct(r["delta_pct"]), r["verdict"],
+                                              _fit(r)] for r in rows],
                     row_classes=[f"verdict-{r['verdict']}" for r in rows], filterable=True)))
     priced = sum(1 for r in rows if r["ms"] is not None)
     unfit = sum(1 for r in rows if _fit(r) == "does not fit")

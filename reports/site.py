@@ -101,7 +101,8 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
     sections = [
         Section("Run", text=[f"Finished {run.get('finished_at', '')} in {run.get('seconds', 0):.1f} s; "
                              f"warehouse {run.get('warehouse', '')}."], table=stages),
-        Section("Ingest", table=counts),
+        Section("Ingest (this run)", text=["What this run's ingest read and wrote; a run with nothing new writes 0 rows. "
+                                           "What the warehouse holds over time: History below."], table=counts),
         Section("Reports", links=reports),
         Section("Plots", images=plots),
         *(history or []),
