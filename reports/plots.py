@@ -94,12 +94,17 @@ def coverage_heatmap(cells: list[dict], title: str) -> str:
 
 
 def latency_plot(points: list[dict], title: str) -> str:
-    """Small multiples: one log-log panel per system, one line per backend/version (a short legend per panel)."""
+    """Small multiples: one log-log panel per system, one line per backend/version (a short legend per panel); a
+    deployment that does not fit in GPU memory is dashed and says so in its legend (and panel title)."""
     from matplotlib.figure import Figure
 
     panels: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    unfit: set[tuple[str, str]] = set()  # (system, series) whose deployment does not fit in GPU memory
     for p in points:
-        panels.setdefault(p["system"], {}).setdefault(f"{p['backend']} {p['version']}", []).append((p["tokens"], p["ms"]))
+        label = f"{p['backend']} {p['version']}"
+        panels.setdefault(p["system"], {}).setdefault(label, []).append((p["tokens"], p["ms"]))
+        if p.get("fit") == "does not fit":
+            unfit.add((p["system"], label))
     names = sorted(panels) or ["no data"]
     labels = sorted({label for series in panels.values() for label in series})
     colours = {label: f"C{i % 10}" for i, label in enumerate(labels)}  # one colour per backend/version on every panel
@@ -108,12 +113,17 @@ def latency_plot(points: list[dict], title: str) -> str:
     fig = Figure(figsize=(3.4 * cols, 2.7 * nrows + 0.6))
     axes = fig.subplots(nrows, cols, sharex=True, sharey=True, squeeze=False)
     for ax, system in zip(axes.flat, names, strict=False):
-        for label, xy in sorted(panels.get(system, {}).items()):
+        series = panels.get(system, {})
+        for label, xy in sorted(series.items()):
             xs, ys = zip(*sorted(xy), strict=True)
-            ax.plot(xs, ys, marker="o", markersize=3, label=label, color=colours[label])
+            misfit = (system, label) in unfit
+            ax.plot(xs, ys, marker="o", markersize=3, color=colours[label], linestyle="--" if misfit else "-",
+                    label=f"{label} (does not fit)" if misfit else label)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(system, fontsize=9)
+        none_fit = bool(series) and all((system, label) in unfit for label in series)
+        ax.set_title(f"{system}: does not fit" if none_fit else system, fontsize=9,
+                     color="#c92a2a" if none_fit else "black")
         ax.grid(True, which="major", linewidth=0.4, alpha=0.6)
         if panels.get(system):
             ax.legend(fontsize=6.5, loc="upper left", frameon=False)

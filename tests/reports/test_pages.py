@@ -165,8 +165,11 @@ def test_estimates_page_names_parallelism_and_never_hides_a_misfit(page, publish
 def test_latency_plot_is_small_multiples_with_one_colour_per_backend() -> None:
     from perfledger.reports.plots import latency_plot
 
-    points = [{"system": s, "backend": b, "version": "1", "tokens": t, "ms": t / 100}
+    points = [{"system": s, "backend": b, "version": "1", "tokens": t, "ms": t / 100,
+               "fit": "does not fit" if s == "l40s" else "fits"}
               for s in ("b200_sxm", "h200_sxm", "l40s") for b in ("sglang", "vllm") for t in (256, 1024)]
     svg = latency_plot(points, "t")
-    assert svg.count('<g id="legend_') == 3 and svg.count("<!-- sglang 1 -->") == 3  # a panel and legend per system
+    assert svg.count('<g id="legend_') == 3 and svg.count("<!-- sglang 1 -->") == 2  # a panel and legend per system
     assert svg.count('<g id="axes_') == 3
+    # the l40s deployment does not fit: its panel and both its lines say so
+    assert "<!-- l40s: does not fit -->" in svg and svg.count("<!-- vllm 1 (does not fit) -->") == 1
