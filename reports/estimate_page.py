@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from perfledger.reports.page import Page, Section, Table
+from perfledger.reports.page import Page, Section, Table, fmt
 
 GATE_COLUMNS = ["model", "scenario", "parallelism", "metric", "system", "backend", "version", "ms", "previous_ms",
                 "delta_pct", "verdict"]
@@ -44,6 +44,20 @@ def _headline_row(r: dict, matrix: dict) -> list:
             r.get("capacity_gib"), _fit(r), status, short_miss(r["error"])]
 
 
+def glance(rows: list[dict]) -> Table:
+    """Scenario · parallelism · metric · backend/version x system: the ms, `✗` after a deployment that does not fit
+    in GPU memory, `miss` where nothing could be priced, blank where the system has no such slice."""
+    systems = sorted({r["system"] for r in rows})
+    keys = list(dict.fromkeys((r["scenario"], r.get("parallelism") or "", r["metric"], f"{r['backend']} {r['version']}")
+                              for r in rows))
+    cells = {}
+    for r in rows:
+        value = "miss" if r["ms"] is None else fmt(r["ms"]) + (" ✗" if _fit(r) == "does not fit" else "")
+        cells[(r["scenario"], r.get("parallelism") or "", r["metric"], f"{r['backend']} {r['version']}", r["system"])] = value
+    return Table(["scenario", "parallelism", "metric", "backend", *systems],
+                 [[*key, *(cells.get((*key, system), "") for system in systems)] for key in keys])
+
+
 def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]], matrix: dict | None = None) -> Page:
     """The page of one stored pricing (a non-empty `estimates` table); `matrix`: our built matrix's agg status
     per (HF id, system, backend, version), shown beside each row (a HW_INCOMPATIBLE system says so)."""
@@ -55,6 +69,11 @@ def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]], matrix:
         mine = [r for r in rows if r["model"] == name]
         deployable = [r for r in mine if _fit(r) != "does not fit"]
         too_big = [r for r in mine if _fit(r) == "does not fit"]
+        sections.append(Section(
+            f"{model}: at a glance",
+            text=["Estimated ms per system (rows: scenario, parallelism, metric, backend). ✗: the deployment does not "
+                  "fit in that system's GPU memory, not a deployable number; miss: nothing could be priced."],
+            table=glance(mine)))
         sections.append(Section(
             f"{model}: headline estimates",
             text=["Static scenarios: TTFT/TPOT from the estimator's model assembler. Operator scenarios: the phase "

@@ -157,6 +157,9 @@ def test_estimates_page_names_parallelism_and_never_hides_a_misfit(page, publish
         assert float(r["GiB per GPU"].replace(",", "")) >= float(r["GPU GiB"].replace(",", ""))
     assert legend(page, "moonshotai/Kimi-K3: headline") == [
         "fits in GPU memory", "memory not sized (no memory model)", "does not fit: not a deployable number"]
+    glance = table_rows(page, "moonshotai/Kimi-K3: at a glance")
+    marked = sum(v.endswith(" ✗") for r in glance for v in r.values())
+    assert marked == sum(1 for r in rows if r["fit"] == "does not fit" and r["ms"] is not None)
     plot = next((published_site["out"] / "plots").glob("latency-*.svg")).read_text()
     systems = {p["system"] for p in published_site["estimates"]["sweeps"]["kimi-k3"]["points"]}
     assert plot.count('<g id="legend_') == len(systems)  # one short legend per system panel, none over all lines
