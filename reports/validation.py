@@ -109,6 +109,18 @@ def validation_page(quarantine: pl.DataFrame, failed_batches: list[dict], duplic
                         [[*r[:4], r[4], _pct(r[5]), _pct(r[6]), _pct(r[7]), r[8]] for r in spread.iter_rows()],
                         row_classes=[noise_class(p) for p in spread["p90_spread"]], filterable=True)))
     if coverage is not None:
+        ops = list(dict.fromkeys(r["op"] for r in coverage))
+        summary_rows = []
+        for op in ops:
+            mine = [r for r in coverage if r["op"] == op]
+            shares = sorted(r["share"] for r in mine)
+            summary_rows.append([op, mine[0]["table"], mine[0]["grid_cases"], len(mine),
+                                 sum(1 for r in mine if r["held"] == r["grid_cases"]), _pct(shares[len(shares) // 2])])
+        sections.append(Section(
+            "Coverage of the collector's sweep grids: per op",
+            text=["Slices of each collector op's table, how many hold every case of its grid, and the median share held."],
+            table=Table(["op", "table", "grid cases", "slices", "slices with the whole grid", "median share"],
+                        summary_rows) if summary_rows else None))
         sections.append(Section(
             "Coverage of the collector's sweep grids",
             text=["Per collector op (collector/registry.yaml) and warehouse slice of its table: how many cases of the "
