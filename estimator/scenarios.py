@@ -5,6 +5,12 @@ model at (batch, isl, osl) -- a miss (an architecture it cannot assemble yet) is
 filled in; an operator scenario lists operators with a count, and its phase time is the sum of
 latency x count. Both run in HYBRID mode (collected data first, transfers labelled).
 
+Every scenario names its parallelism (`deploy: {tp, moe_tp, moe_ep}`); operator shapes and counts are
+expressions over the model's config dims (`hidden`, `layers`, `heads * v_head_dim / tp`, ...), evaluated and
+checked against the model config, so a scenario cannot silently describe another model. Every row carries the
+deployment's per-GPU memory and whether it fits (estimator/models/memory.py), so a deployment that does not fit
+is never published without saying so.
+
 `refresh_estimates` stores each pricing as the next version of the warehouse table `estimates` (one
 Delta commit: scenario rows with their gate verdicts, the plot's token sweep, and the warehouse table
 versions they were priced from), which the site renders. The gate compares with the estimates stored
@@ -32,8 +38,13 @@ ESTIMATES_SCHEMA = {
     "ms": pl.Float64, "source": pl.String, "error": pl.String, "previous_ms": pl.Float64, "delta_pct": pl.Float64,
     "verdict": pl.String, "gate_status": pl.String, "warn_pct": pl.Float64, "fail_pct": pl.Float64,
     "compared_with": pl.Int64, "previous_priced_at": pl.String, "priced_at": pl.String, "priced_from": pl.String,
+    "parallelism": pl.String, "tp": pl.Int64, "moe_tp": pl.Int64, "moe_ep": pl.Int64, "gpus": pl.Int64,
+    "batch": pl.Int64, "isl": pl.Int64, "osl": pl.Int64, "memory_gib": pl.Float64, "capacity_gib": pl.Float64,
+    "fit": pl.String,
 }
-GATE_KEY = ("model", "scenario", "metric", "system", "backend", "version")
+GATE_KEY = ("model", "scenario", "parallelism", "metric", "system", "backend", "version")
+PARALLELISM = ("tp", "moe_tp", "moe_ep")  # what a scenario's `deploy` names (estimator.static.Deploy's knobs)
+FIT = ("fits", "does not fit", "unknown")   # memory fit of a row's deployment; unknown: memory.yaml cannot size it
 PHASES = {"prefill": "TTFT", "decode": "TPOT"}
 SWEEP_TOKENS = (256, 1024, 4096, 16384)  # the latency-vs-tokens plot's x axis
 VALUE_COLUMN = {"gemm": "m", "moe": "tokens"}
@@ -59,13 +70,15 @@ def load_scenarios(path: Path) -> dict[str, list[dict]]:
             if not isinstance(sc, dict):
                 raise ScenarioError(f"{where}: expected a mapping")
             if (sc or {}).get("kind") == "static":
-                missing = sorted({"name", "batch", "isl", "osl"} - set(sc))
+                missing = sorted({"name", "batch", "isl", "osl", "deploy"} - set(sc))
                 if missing:
                     raise ScenarioError(f"{where}: missing key(s) {missing}")
+                _check_deploy(sc["deploy"], f"{where}.deploy")
                 continue
-            missing = sorted({"name", "phase", "tokens", "ops"} - set(sc or {}))
+            missing = sorted({"name", "phase", "tokens", "ops", "deploy"} - set(sc or {}))
             if missing:
                 raise ScenarioError(f"{where}: missing key(s) {missing}")
+            _check_deploy(sc["deploy"], f"{where}.deploy")
             if sc["phase"] not in PHASES:
                 raise ScenarioError(f"{where}.phase: {sc['phase']!r} is not one of {sorted(PHASES)}")
             if not isinstance(sc["ops"], list) or not all(isinstance(op, dict) for op in sc["ops"]):
@@ -74,6 +87,102 @@ def load_scenarios(path: Path) -> dict[str, list[dict]]:
                 if op.get("op") not in VALUE_COLUMN:
                     raise ScenarioError(f"{where}.ops[{j}].op: {op.get('op')!r} is not one of {sorted(VALUE_COLUMN)}")
     return {str(m): list(s or []) for m, s in raw.items()}
+
+
+def _check_deploy(deploy: object, where: str) -> None:
+    """A scenario's parallelism: a mapping of PARALLELISM knobs (and quant overrides) to positive integers."""
+    if not isinstance(deploy, dict) or "tp" not in deploy:
+        raise ScenarioError(f"{where}: name the parallelism as a mapping with at least `tp` (knobs {', '.join(PARALLELISM)})")
+    for knob in PARALLELISM:
+        value = deploy.get(knob, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ScenarioError(f"{where}.{knob}: {value!r} is not a positive integer")
+
+
+def parallelism(deploy: dict) -> dict[str, int]:
+    """tp / moe_tp / moe_ep of a scenario's deploy (1 where not named) and the GPUs of one replica."""
+    knobs = {k: int(deploy.get(k, 1)) for k in PARALLELISM}
+    return {**knobs, "gpus": max(knobs["tp"], knobs["moe_tp"] * knobs["moe_ep"])}
+
+
+def parallelism_label(knobs: dict[str, int]) -> str:
+    """`tp8 · ep16 (attention dp2)`: moe_tp shown when it is not 1, the attention data-parallel degree when the
+    MoE spans more GPUs than the attention's tensor parallelism."""
+    parts = [f"tp{knobs['tp']}"] + ([f"moe_tp{knobs['moe_tp']}"] if knobs["moe_tp"] != 1 else [])
+    label = " · ".join(parts + ([f"ep{knobs['moe_ep']}"] if knobs["moe_ep"] != 1 else []))
+    moe = knobs["moe_tp"] * knobs["moe_ep"]
+    return label + (f" (attention dp{moe // knobs['tp']})" if moe > knobs["tp"] else "")
+
+
+def shape(scenario: dict) -> dict[str, int]:
+    """batch / isl / osl of a scenario: static ones name them; an operator prefill is one sequence of `tokens`,
+    an operator decode step is `tokens` sequences at `isl` (default 1024) context."""
+    if scenario.get("kind") == "static":
+        return {k: int(scenario[k]) for k in ("batch", "isl", "osl")}
+    if scenario["phase"] == "prefill":
+        return {"batch": int(scenario.get("batch", 1)), "isl": int(scenario["tokens"]), "osl": 1}
+    return {"batch": int(scenario["tokens"]), "isl": int(scenario.get("isl", 1024)), "osl": 1}
+
+
+def resolve_ops(scenario: dict, names: dict, where: str) -> list[dict]:
+    """The scenario's operators with `n`, `k`, `count` evaluated over the model's config dims and the
+    parallelism (`names`); each must be a positive whole number and a count at most the model's layer count."""
+    from perfledger.estimator.models.config_expr import ConfigExprError, evaluate
+
+    layers = names.get("layers")
+    out = []
+    for j, spec in enumerate(scenario["ops"]):
+        op = dict(spec)
+        for key in ("n", "k", "count"):
+            if key not in op:
+                continue
+            try:
+                value = evaluate(str(op[key]), names, f"{where}.ops[{j}].{key}")
+            except ConfigExprError as exc:
+                raise ScenarioError(str(exc)) from None
+            if isinstance(value, bool) or not float(value).is_integer() or value < 1:
+                raise ScenarioError(f"{where}.ops[{j}].{key}: {op[key]!r} = {value!r} is not a positive whole number "
+                                    "for this model and parallelism")
+            op[key] = int(value)
+        if layers is not None and op.get("count", 1) > layers:
+            raise ScenarioError(f"{where}.ops[{j}].count: {op['count']} exceeds the model's {layers} layers")
+        out.append(op)
+    return out
+
+
+def model_names(hf_id: str) -> dict:
+    """The model's config dims by name (what scenario and memory expressions read), {} when it cannot be sized."""
+    from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.models.config import resolve_model
+    from perfledger.estimator.models.memory import sized_model
+
+    try:
+        return sized_model(resolve_model(hf_id))[1].as_mapping()
+    except EstimatorError:
+        return {}
+
+
+def memory_fit(hf_id: str, cell: tuple[str, str, str], scenario: dict, quants: dict | None = None) -> dict:
+    """{memory_gib, capacity_gib, fit} of the scenario's deployment on one system (per GPU; fit "unknown" when
+    memory.yaml cannot size the model or the system)."""
+    from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.models.config import resolve_model
+    from perfledger.estimator.models.memory import static_memory
+    from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
+
+    knobs = parallelism(scenario["deploy"])
+    try:
+        deploy = scenario["deploy"]
+        quants = quants or resolve_quants(resolve_model(hf_id), cell[1], {q: deploy.get(f"{q}_quant") for q in
+                                                                          ("gemm", "moe", "kv", "fmha")})
+        memory = static_memory(hf_id, cell[0], cell[1], tp=knobs["tp"], moe_tp=knobs["moe_tp"], moe_ep=knobs["moe_ep"],
+                               quants=quants, version=cell[2], **shape(scenario))
+    except EstimatorError:
+        memory = None
+    if memory is None:
+        return {"memory_gib": None, "capacity_gib": None, "fit": "unknown"}
+    return {"memory_gib": memory["total"], "capacity_gib": memory["capacity"],
+            "fit": "fits" if memory["fits"] else "does not fit"}
 
 
 def op_table(op: str) -> str:
@@ -116,35 +225,46 @@ def price_static(est, hf_model: str, scenario: dict, cell: tuple[str, str, str])
         out = static(est, hf_model, Deploy(*cell, **(scenario.get("deploy") or {})), batch=int(scenario["batch"]),
                      isl=int(scenario["isl"]), osl=int(scenario["osl"]), mode="hybrid")
     except Exception as exc:  # noqa: BLE001 -- an unsupported architecture or a missing table is a reported miss
-        miss = {"ms": None, "source": None, "error": f"static: {exc}"}
+        miss = {"ms": None, "source": None, "error": f"static: {exc}", "quants": None}
         return {"TTFT": miss, "TPOT": miss}
-    return {"TTFT": {"ms": out["ttft_ms"], "source": "hybrid", "error": None},
-            "TPOT": {"ms": out["tpot_ms"], "source": "hybrid", "error": None}}
+    return {"TTFT": {"ms": out["ttft_ms"], "source": "hybrid", "error": None, "quants": out["quants"]},
+            "TPOT": {"ms": out["tpot_ms"], "source": "hybrid", "error": None, "quants": out["quants"]}}
 
 
 def scenario_rows(est, scenarios: dict[str, list[dict]], inventory: list[dict], systems_of: dict[str, tuple],
                   hf_ids: dict[str, str] | None = None) -> list[dict]:
-    """One row per model x scenario x metric x system/backend/version present in the warehouse."""
+    """One row per model x scenario x metric x system/backend/version present in the warehouse, with the
+    scenario's parallelism, shape and the deployment's memory fit on that system."""
     rows = []
     for model, items in scenarios.items():
         if model not in systems_of:
             continue
-        for sc in items:
+        hf_id = (hf_ids or {}).get(model, model)
+        names = model_names(hf_id)
+        for i, sc in enumerate(items):
             static_kind = sc.get("kind") == "static"
+            knobs = parallelism(sc["deploy"])
+            if not static_kind:
+                sc = {**sc, "ops": resolve_ops(sc, {**names, **knobs}, f"{model}[{i}] ({sc['name']})")}
             tables = {"gemm_perf"} if static_kind else {op_table(op["op"]) for op in sc["ops"]}
             cells = sorted(set.intersection(*(set(slices(inventory, t, systems_of[model])) for t in tables)))
             for cell in cells:
-                base = {"model": model, "scenario": sc["name"], "system": cell[0], "backend": cell[1], "version": cell[2]}
+                base = {"model": model, "scenario": sc["name"], "system": cell[0], "backend": cell[1], "version": cell[2],
+                        "parallelism": parallelism_label(knobs), **knobs, **shape(sc)}
                 if static_kind:
-                    priced = price_static(est, (hf_ids or {}).get(model, model), sc, cell)
-                    rows += [{**base, "metric": metric, **value} for metric, value in priced.items()]
+                    priced = price_static(est, hf_id, sc, cell)
+                    fit = memory_fit(hf_id, cell, sc, next(iter(priced.values()))["quants"])
+                    rows += [{**base, "metric": metric, **{k: v for k, v in value.items() if k != "quants"}, **fit}
+                             for metric, value in priced.items()]
                 else:
-                    rows.append({**base, "metric": PHASES[sc["phase"]], **price_scenario(est, sc, cell)})
+                    rows.append({**base, "metric": PHASES[sc["phase"]], **price_scenario(est, sc, cell),
+                                 **memory_fit(hf_id, cell, sc)})
     return rows
 
 
-def token_sweep(est, scenarios: dict[str, list[dict]], inventory: list[dict], systems_of: dict[str, tuple]) -> dict:
-    """model -> priced points of its first scenario at SWEEP_TOKENS on every cell (for the plot)."""
+def token_sweep(est, scenarios: dict[str, list[dict]], inventory: list[dict], systems_of: dict[str, tuple],
+                hf_ids: dict[str, str] | None = None) -> dict:
+    """model -> priced points of its first operator scenario at SWEEP_TOKENS on every cell (for the plot)."""
     out = {}
     for model, items in scenarios.items():
         items = [sc for sc in items if sc.get("kind") != "static"]
@@ -153,7 +273,7 @@ def token_sweep(est, scenarios: dict[str, list[dict]], inventory: list[dict], sy
         points = []
         for tokens in SWEEP_TOKENS:
             sc = {**items[0], "tokens": tokens}
-            points += [{**r, "tokens": tokens} for r in scenario_rows(est, {model: [sc]}, inventory, systems_of)
+            points += [{**r, "tokens": tokens} for r in scenario_rows(est, {model: [sc]}, inventory, systems_of, hf_ids)
                        if r["ms"] is not None]
         out[model] = {"scenario": items[0]["name"], "points": points}
     return out
@@ -161,10 +281,10 @@ def token_sweep(est, scenarios: dict[str, list[dict]], inventory: list[dict], sy
 
 def gate(current: list[dict], previous: list[dict] | None, warn_pct: float, fail_pct: float) -> dict:
     """Compare predictions with the previously stored ones: ok / warn / fail / new / lost per row."""
-    before = {tuple(r[k] for k in GATE_KEY): r["ms"] for r in previous or []}
+    before = {tuple(r.get(k) for k in GATE_KEY): r["ms"] for r in previous or []}
     rows = []
     for r in current:
-        old = before.get(tuple(r[k] for k in GATE_KEY))
+        old = before.get(tuple(r.get(k) for k in GATE_KEY))
         if previous is None or old is None:
             verdict, delta = ("new" if r["ms"] is not None else "miss"), None
         elif r["ms"] is None:
@@ -222,12 +342,14 @@ def refresh_estimates(root: Path, scenarios_path: Path, models: dict[str, Scenar
     inventory = curated_inventory(wh)
     est = Estimator(WarehouseSource(root))
     current = scenario_rows(est, wanted, inventory, systems_of, hf_ids)
-    sweeps = token_sweep(est, wanted, inventory, systems_of)
+    sweeps = token_sweep(est, wanted, inventory, systems_of, hf_ids)
     with run_lock(wh.root, purpose="estimates"):
         compared_with = wh.table_version(ESTIMATES_TABLE)
         previous, stamp = None, None
         if compared_with is not None:
             stored = wh.read_table(ESTIMATES_TABLE, as_of=compared_with).filter(pl.col("kind") == "scenario")
+            if "parallelism" not in stored.columns:  # stored before scenarios named their parallelism
+                stored = stored.with_columns(parallelism=pl.lit(None, pl.String))
             previous = stored.filter(pl.col("ms").is_not_null()).select(*GATE_KEY, "ms").to_dicts()
             stamp = stored["priced_at"][0] if stored.height else None
         report = {"as_of_previous": stamp, "models": {name: models[name].hf_id for name in wanted},

@@ -48,7 +48,8 @@ def lane_summary(spec: ModelSpec, cells: pl.DataFrame) -> list[dict]:
     return out
 
 
-GROUP_FIELDS = ("lane", "backend", "version", "date", "rows", "kernel_sources", "dtypes", "dtype_rows", "phases",
+GROUP_FIELDS = ("lane", "backend", "version", "date", "date_source", "rows", "kernel_sources", "dtypes", "dtype_rows",
+                "phases",
                 "status", "claim", "meta_status", "suffix_violations")
 
 
@@ -57,12 +58,17 @@ def cell_date(cell: dict) -> str:
     return str(cell.get("meta_collected_at") or cell.get("last_ingest") or "")[:10]
 
 
+def cell_date_source(cell: dict) -> str:
+    """Where cell_date came from, so a reader never takes an ingest day for a collection day."""
+    return "collected" if cell.get("meta_collected_at") else "ingested" if cell.get("last_ingest") else ""
+
+
 def inventory(cells: pl.DataFrame) -> list[dict]:
     """Inventory rows: cells of a lane and backend/version whose every shown value is identical are one
     row with their systems joined ("gb200 / gb300"), in first-seen order."""
     groups: dict[tuple, dict] = {}
     for c in cells.iter_rows(named=True):
-        row = {**c, "date": cell_date(c)}
+        row = {**c, "date": cell_date(c), "date_source": cell_date_source(c)}
         key = tuple(tuple(v) if isinstance(v, list) else v for v in (row[f] for f in GROUP_FIELDS))
         if key in groups:
             groups[key]["system"] += f" / {c['system']}"

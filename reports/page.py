@@ -33,6 +33,7 @@ class Section:
     tabs: list[tuple[str, Table]] = field(default_factory=list)
     images: list[tuple[str, str]] = field(default_factory=list)  # (relative path, alt text)
     links: list[tuple[str, str]] = field(default_factory=list)   # (relative href, label)
+    legend: list[tuple[str, str]] = field(default_factory=list)  # (row CSS class, meaning) of the colours used
 
 
 @dataclass
@@ -44,14 +45,35 @@ class Page:
 
 
 def fmt(value: object) -> str:
-    """Numbers as a reader wants them in a table (floats 4 significant digits, None as blank)."""
+    """Numbers as a reader wants them in a table, one format on every page: whole numbers with thousands
+    separators, floats to 4 significant digits (never an exponent from 1 up), None as blank."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
     if isinstance(value, float):
+        if value != value:  # NaN
+            return ""
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):
         return ", ".join(fmt(v) for v in value)
     return str(value)
+
+
+def is_number(value: object) -> bool:
+    """A cell rendered right-aligned (td.num)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+LONG_TEXT = 48  # characters: a cell longer than this wraps (between words); shorter ones never wrap
+
+
+def is_long_text(value: object) -> bool:
+    return isinstance(value, str) and len(value) > LONG_TEXT
 
 
 def md_safe(value: object) -> str:
@@ -67,6 +89,7 @@ def _environment(html: bool) -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=html, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(md=md_safe, text=md_text, fmt=fmt, tab_id=tab_id)
+    env.tests.update(number=is_number, long_text=is_long_text)
     return env
 
 

@@ -1,9 +1,10 @@
 """The static site under the output folder: index.html + Markdown twins, one page per report.
 
-`build_site` reads the warehouse (quarantine, ledger tables, matrix snapshots, table history, stored
-estimates) and the pipeline's run summary, assembles pages (reports.page) and writes them; every file is
-written new and renamed into place (perfledger.safe_io: a planted symlink is replaced, never followed), and
-plots are SVG files beside the pages.
+`build_site` reads the warehouse (quarantine, repeated measurements, ledger tables, matrix snapshots, table
+history, stored estimates) and the pipeline's run summary, assembles pages (reports.page) and writes them;
+every page, the ledger's included, shares the nav bar and site.css. Every file is written new and renamed into
+place (perfledger.safe_io: a planted symlink is replaced, never followed), and plots are SVG files beside the
+pages.
 """
 
 from __future__ import annotations
@@ -34,21 +35,58 @@ def _plots(out: Path, ledgers: list[dict], estimates: pl.DataFrame) -> list[tupl
     return plots
 
 
-def _matrix(wh, models: list[str]) -> Page:
+def _matrix(wh, hf_ids: list[str]) -> Page:
     from perfledger.ledger.matrix.store import SnapshotError, labels, read_snapshot
-    from perfledger.ledger.specs import find_spec
+    from perfledger.ledger.report import OURS_LABEL
     from perfledger.reports.matrix_page import matrix_page
 
-    hf_ids = [find_spec(m).model for m in models]
     try:
         label, frame = read_snapshot(wh)
     except SnapshotError:
         return matrix_page(None, None, hf_ids, [])
-    return matrix_page(label, frame, hf_ids, labels(wh).to_dicts())
+    stored = labels(wh)
+    ours = read_snapshot(wh, OURS_LABEL)[1] if OURS_LABEL != label and OURS_LABEL in stored["label"].to_list() else None
+    return matrix_page(label, frame, hf_ids, stored.to_dicts(), ours)
 
 
-def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tuple[str, str]]) -> Page:
-    """Run summary (stages with timings and skips, ingest counts), then links to every report."""
+def _ours_agg(wh) -> dict[tuple[str, str, str, str], str]:
+    """Our built matrix's agg status per (HF id, system, backend, version), {} when none is stored."""
+    from perfledger.ledger.matrix.store import labels, read_snapshot
+    from perfledger.ledger.report import OURS_LABEL
+
+    if OURS_LABEL not in labels(wh)["label"].to_list():
+        return {}
+    frame = read_snapshot(wh, OURS_LABEL)[1].filter(pl.col("Mode") == "agg")
+    return {(r[0], r[1], r[2], r[3]): r[4] for r in frame.select("HuggingFaceID", "System", "Backend", "Version",
+                                                                  "Status").iter_rows()}
+
+
+def _grid_coverage(wh) -> list[dict]:
+    """The collector's case grids against the warehouse slices of each op's table (reports.validation)."""
+    from perfledger.collector.case_grid import load_grid
+    from perfledger.collector.registry import load_registry
+    from perfledger.reports.validation import grid_coverage, held_cases
+
+    grids, held, slices, curated = [], {}, {}, set(wh.curated_tables())
+    for op, entry in sorted(load_registry().ops.items()):
+        if entry.table not in curated:
+            continue
+        grid = load_grid(entry.cases)
+        spec = {"op": op, "table": entry.table, "columns": list(grid.columns), "cases": list(grid.cases)}
+        try:
+            frame = wh.read_curated_columns(entry.table, ["system", "backend", "version", *grid.columns])
+        except pl.exceptions.ColumnNotFoundError:  # a table without the grid's columns is not compared
+            continue
+        grids.append(spec)
+        held[op] = held_cases(spec, frame)
+        slices.setdefault(entry.table, sorted(frame.select("system", "backend", "version").unique().iter_rows()))
+    return grid_coverage(grids, held, slices)
+
+
+def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tuple[str, str]],
+               history: list[Section] | None = None) -> Page:
+    """Run summary (stages with timings and skips, ingest counts), links to every report, plots, then the
+    history across warehouse versions."""
     ingest = run.get("ingest") or {}
     stages = Table(["stage", "status", "seconds"], [[s["stage"], s["status"], s["seconds"]] for s in run.get("stages", [])],
                    row_classes=[f"stage-{s['status']}" for s in run.get("stages", [])])
@@ -63,9 +101,11 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
     sections = [
         Section("Run", text=[f"Finished {run.get('finished_at', '')} in {run.get('seconds', 0):.1f} s; "
                              f"warehouse {run.get('warehouse', '')}."], table=stages),
-        Section("Ingest", table=counts),
+        Section("Ingest (this run)", text=["What this run's ingest read and wrote; a run with nothing new writes 0 rows. "
+                                           "What the warehouse holds over time: History below."], table=counts),
         Section("Reports", links=reports),
         Section("Plots", images=plots),
+        *(history or []),
     ]
     if deployments:
         sections.append(Section("Deployment artifacts", links=deployments))
@@ -77,32 +117,39 @@ def build_site(root: Path, out: Path, models: list[str], run: dict, *, allow_sym
     in another tree only with `allow_symlinked_out`."""
     from perfledger.estimator.scenarios import ESTIMATES_SCHEMA, ESTIMATES_TABLE
     from perfledger.ledger.source import read_or_empty
+    from perfledger.ledger.specs import find_spec
     from perfledger.reports.diff import diff_page, latest_diffs
     from perfledger.reports.estimate_page import estimate_page
-    from perfledger.reports.ledger_pages import write_ledger_pages
-    from perfledger.reports.validation import validation_page
+    from perfledger.reports.history import history_sections
+    from perfledger.reports.ledger_pages import ledger_entries, write_ledger_pages
+    from perfledger.reports.validation import DUPLICATE_COLUMNS, validation_page
     from perfledger.warehouse.store import Warehouse
 
     wh = Warehouse(root)
     check_output_folder(out, allow_symlink=allow_symlinked_out).mkdir(parents=True, exist_ok=True)
-    ledgers = write_ledger_pages(wh, models, out)
+    hf_ids = [find_spec(m).model for m in models]
+    ledgers = ledger_entries(wh, models)
     estimates = read_or_empty(wh, ESTIMATES_TABLE, schema=ESTIMATES_SCHEMA)
     plots = _plots(out, ledgers, estimates)
     quarantine = wh.read_table("quarantine") if wh.has_table("quarantine") else None
+    duplicates = (wh.read_table("duplicates", columns=DUPLICATE_COLUMNS) if wh.has_table("duplicates")
+                  else pl.DataFrame(schema={c: pl.String for c in DUPLICATE_COLUMNS[:-1]} | {"spread_rel": pl.Float64}))
 
     pages = [
-        _matrix(wh, models),
+        _matrix(wh, hf_ids),
         validation_page(quarantine if quarantine is not None else pl.DataFrame(
             schema={c: pl.String for c in ("table", "check", "column", "source_file", "system", "backend", "version",
                                            "value")} | {"source_row": pl.Int64}),
-            (run.get("ingest") or {}).get("failed_batches", [])),
+            (run.get("ingest") or {}).get("failed_batches", []), duplicates, _grid_coverage(wh)),
         diff_page(latest_diffs(wh)),
     ]
     if estimates.height:
-        pages.append(estimate_page(estimates, [p for p in plots if p[0].startswith("plots/latency-")]))
-    pages.insert(0, index_page(run, pages, ledgers, [p for p in plots if p[0].startswith("plots/coverage-")]))
+        pages.append(estimate_page(estimates, [p for p in plots if p[0].startswith("plots/latency-")], _ours_agg(wh)))
+    pages.insert(0, index_page(run, pages, ledgers, [p for p in plots if p[0].startswith("plots/coverage-")],
+                               history_sections(wh, hf_ids)))
     nav = [(p.slug, p.title if p.slug != "index" else "Home") for p in pages[:1]]
     nav += [(e["slug"], e["title"]) for e in ledgers] + [(p.slug, p.title) for p in pages[1:]]
+    write_ledger_pages(ledgers, out, nav)
     for page in pages:
         for fmt in ("html", "md"):
             write_file(out, f"{page.slug}.{fmt}", render_page(page, nav, fmt))

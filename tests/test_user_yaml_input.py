@@ -112,7 +112,8 @@ def test_reference_scenarios(tmp_path: Path, case: str) -> None:
 @pytest.mark.parametrize(("text", "message"), [
     ("kimi-k3: {name: x}\n", "kimi-k3: expected a list of scenarios"),
     ("kimi-k3: [1]\n", r"kimi-k3\[0\]: expected a mapping"),
-    ("kimi-k3: [{name: x, phase: prefill, tokens: 1, ops: gemm}]\n", r"kimi-k3\[0\].ops: expected a list of mappings"),
+    ("kimi-k3: [{name: x, phase: prefill, tokens: 1, ops: gemm, deploy: {tp: 1}}]\n",
+     r"kimi-k3\[0\].ops: expected a list of mappings"),
 ])
 def test_reference_scenarios_of_the_wrong_shape(tmp_path: Path, text: str, message: str) -> None:
     (path := tmp_path / "scenarios.yaml").write_text(text)

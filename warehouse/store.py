@@ -161,7 +161,8 @@ class Warehouse:
             if value is not None:
                 scan = scan.filter(pl.col(column) == value)
         if columns is not None:  # the source-order columns come along so first-wins order survives
-            order = [c for c in ("batch_id", "source_file", "source_row") if c not in columns]
+            held = scan.collect_schema().names()
+            order = [c for c in ("batch_id", "source_file", "source_row") if c not in columns and c in held]
             scan = scan.select(list(dict.fromkeys([*columns, *order])))
         frame = scan.collect()
         return frame.sort(["batch_id", "source_file", "source_row"]) if "source_row" in frame.columns else frame
@@ -175,9 +176,9 @@ class Warehouse:
             raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
         return frame
 
-    def read_table(self, name: str, *, as_of: AsOf = None) -> pl.DataFrame:
-        """An auxiliary table (batches, quarantine, duplicates, ledger tables, ...)."""
-        frame = self._read(self.table_uri(name), as_of, {})
+    def read_table(self, name: str, *, as_of: AsOf = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        """An auxiliary table (batches, quarantine, duplicates, ledger tables, ...); `columns`: only those."""
+        frame = self._read(self.table_uri(name), as_of, {}, columns)
         if frame is None:
             raise WarehouseError(f"no table {name!r} in warehouse {self.root}")
         return frame

@@ -33,9 +33,16 @@ def test_the_default_scenarios_load() -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("kimi-k3:\n  - {name: a, phase: warmup, tokens: 1, ops: []}\n", r"s.yaml: kimi-k3\[0\].phase: 'warmup'"),
-    ("kimi-k3:\n  - {name: a, phase: decode, tokens: 1, ops: [{op: attention}]}\n", r"kimi-k3\[0\].ops\[0\].op: 'attention'"),
-    ("kimi-k3:\n  - {name: a}\n", r"missing key\(s\) \['ops', 'phase', 'tokens'\]"),
+    ("kimi-k3:\n  - {name: a, phase: warmup, tokens: 1, ops: [], deploy: {tp: 1}}\n",
+     r"s.yaml: kimi-k3\[0\].phase: 'warmup'"),
+    ("kimi-k3:\n  - {name: a, phase: decode, tokens: 1, ops: [{op: attention}], deploy: {tp: 1}}\n",
+     r"kimi-k3\[0\].ops\[0\].op: 'attention'"),
+    ("kimi-k3:\n  - {name: a}\n", r"missing key\(s\) \['deploy', 'ops', 'phase', 'tokens'\]"),
+    ("kimi-k3:\n  - {name: a, kind: static, batch: 1, isl: 1, osl: 2}\n", r"kimi-k3\[0\]: missing key\(s\) \['deploy'\]"),
+    ("kimi-k3:\n  - {name: a, kind: static, batch: 1, isl: 1, osl: 2, deploy: {moe_ep: 8}}\n",
+     r"kimi-k3\[0\].deploy: name the parallelism"),
+    ("kimi-k3:\n  - {name: a, kind: static, batch: 1, isl: 1, osl: 2, deploy: {tp: 0}}\n",
+     r"kimi-k3\[0\].deploy.tp: 0 is not a positive integer"),
 ])
 def test_scenario_file_errors_name_file_and_key(tmp_path: Path, text: str, message: str) -> None:
     bad = tmp_path / "s.yaml"
@@ -85,8 +92,8 @@ def test_estimates_are_stored_and_gated_against_the_stored_version(tmp_path: Pat
     wh = Warehouse(tmp_path / "wh")
     ingest([str(shared_tree / "h200_sxm" / "gemm" / "vllm" / "0.24.0")], wh)
     scenarios = tmp_path / "s.yaml"
-    scenarios.write_text("kimi-k3:\n  - {name: decode, phase: decode, tokens: 64, "
-                         "ops: [{op: gemm, quant: bfloat16, n: 4608, k: 3584, count: 61}]}\n")
+    scenarios.write_text("kimi-k3:\n  - {name: decode, phase: decode, tokens: 64, deploy: {tp: 8, moe_ep: 16}, "
+                         "ops: [{op: gemm, quant: bfloat16, n: hidden, k: 'heads * v_head_dim / tp', count: layers}]}\n")
     thresholds = {"warn_pct": 5.0, "fail_pct": 10.0}
     lanes = find_spec("kimi-k3")
     k3 = {"kimi-k3": ScenarioModel(lanes.model, tuple(lanes.systems))}
@@ -110,3 +117,41 @@ def test_estimates_are_stored_and_gated_against_the_stored_version(tmp_path: Pat
     assert set(latest["compared_with"]) == {baseline} and set(latest["previous_priced_at"]) == {priced["priced_at"][0]}
     assert wh.read_table(ESTIMATES_TABLE, as_of=baseline)["ms"].to_list() == pytest.approx(
         [ms * 0.8 for ms in stored["ms"]])
+
+
+def test_operator_shapes_come_from_the_model_config_and_are_checked_against_it() -> None:
+    from perfledger.estimator.scenarios import model_names, parallelism, parallelism_label, resolve_ops
+
+    k3 = {**model_names("moonshotai/Kimi-K3"), **parallelism({"tp": 8, "moe_ep": 16})}
+    sc = {"ops": [{"op": "gemm", "n": "hidden", "k": "heads * v_head_dim / tp", "count": "layers"}]}
+    assert resolve_ops(sc, k3, "k3") == [{"op": "gemm", "n": 7168, "k": 1536, "count": 93}]  # K3: 93 layers, hidden 7168
+    assert parallelism_label(parallelism({"tp": 8, "moe_ep": 16})) == "tp8 · ep16 (attention dp2)"
+    with pytest.raises(ScenarioError, match=r"k3.ops\[0\].count: 200 exceeds the model's 93 layers"):
+        resolve_ops({"ops": [{"op": "gemm", "n": 1, "k": 1, "count": 200}]}, k3, "k3")
+    with pytest.raises(ScenarioError, match=r"k3.ops\[0\].k: 'heads / 5' = 19.2 is not a positive whole number"):
+        resolve_ops({"ops": [{"op": "gemm", "n": 1, "k": "heads / 5"}]}, k3, "k3")
+    with pytest.raises(ScenarioError, match=r"k3.ops\[0\].n: unknown name 'hiden'"):
+        resolve_ops({"ops": [{"op": "gemm", "n": "hiden", "k": 1}]}, k3, "k3")
+
+
+def test_every_row_says_whether_its_deployment_fits() -> None:
+    from perfledger.estimator.scenarios import memory_fit
+
+    sc = {"kind": "static", "batch": 1, "isl": 1024, "osl": 128}
+    wide = memory_fit("moonshotai/Kimi-K3", ("h200_sxm", "vllm", "0.24.0"), {**sc, "deploy": {"tp": 8, "moe_ep": 16}})
+    assert wide["fit"] == "fits" and wide["memory_gib"] < wide["capacity_gib"] == 141.0
+    one_node = memory_fit("moonshotai/Kimi-K3", ("h200_sxm", "vllm", "0.24.0"), {**sc, "deploy": {"tp": 8, "moe_ep": 8}})
+    assert one_node["fit"] == "does not fit" and one_node["memory_gib"] > 141.0
+    l40s = memory_fit("moonshotai/Kimi-K3", ("l40s", "vllm", "0.24.0"), {**sc, "deploy": {"tp": 8, "moe_ep": 16}})
+    assert l40s["fit"] == "does not fit"  # the matrix's HW_INCOMPATIBLE: 48 GB cards cannot hold K3
+
+
+def test_the_shipped_scenarios_resolve_against_their_models_configs() -> None:
+    from perfledger.estimator.scenarios import model_names, parallelism, resolve_ops
+    from perfledger.ledger.specs import find_spec
+
+    for model, items in load_scenarios(DEFAULT_SCENARIOS).items():
+        names = model_names(find_spec(model).model)
+        for i, sc in enumerate(items):
+            if sc.get("kind") != "static":
+                assert resolve_ops(sc, {**names, **parallelism(sc["deploy"])}, f"{model}[{i}]")

@@ -67,3 +67,18 @@ def test_md_cell_escapes_pipes_and_newlines():
     assert md_cell(None) == ""
     with pytest.raises(ValueError, match="format 'pdf'"):
         render({}, "pdf")
+
+
+def test_every_inventory_date_names_its_source() -> None:
+    """collection_meta's date is `collected`; a cell without one shows its ingest day as `ingested`, never unmarked."""
+    import polars as pl
+
+    from perfledger.ledger.view import inventory
+
+    base = {"lane": "kda", "backend": "vllm", "version": "1", "rows": 1, "kernel_sources": [], "dtypes": [],
+            "dtype_rows": [], "phases": [], "status": "done", "claim": None, "meta_status": None, "suffix_violations": 0}
+    cells = pl.DataFrame([{**base, "system": "a", "meta_collected_at": "2026-07-28T10:00:00", "last_ingest": "2026-12-01"},
+                          {**base, "system": "b", "meta_collected_at": None, "last_ingest": "2026-12-01T09:00:00"},
+                          {**base, "system": "c", "meta_collected_at": None, "last_ingest": None, "rows": 0}])
+    shown = {r["system"]: (r["date"], r["date_source"]) for r in inventory(cells)}
+    assert shown == {"a": ("2026-07-28", "collected"), "b": ("2026-12-01", "ingested"), "c": ("", "")}

@@ -33,5 +33,5 @@ def published_site(tmp_path_factory, shared_tree: Path) -> dict:
            "ingest": report, "tables": [], "inventory_tables": 0, "inventory_slices": 0, "inventory_rows": 0,
            "ledgers": ledgers, "deployments": deployments, "stages": [{"stage": "ingest", "status": "ran", "seconds": 1.0}]}
     site = publish_task.fn(str(root), str(out), ["kimi-k3"], run)
-    return {"out": out, "index": Path(site["index"]), "ingest": report, "ledgers": ledgers,
+    return {"out": out, "root": root, "index": Path(site["index"]), "ingest": report, "ledgers": ledgers,
             "matrix": matrix[0], "built_matrix": matrix[1], "estimates": estimates}

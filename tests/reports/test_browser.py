@@ -7,6 +7,8 @@ from urllib.parse import urldefrag, urlparse
 
 import pytest
 
+from perfledger.reports.page import fmt
+
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
@@ -62,11 +64,11 @@ def test_every_link_works_and_key_numbers_are_present(browser, published_site: d
     pages = {Path(urlparse(u).path).name: t for u, t in texts.items()}
     assert {"index.html", "matrix.html", "validation.html", "diff.html", "estimates.html", "ledger-kimi-k3.html",
             "k8s_deploy.yaml"} <= set(pages)
-    assert str(published_site["ingest"]["rows_accepted"]) in pages["index.html"]
+    assert fmt(published_site["ingest"]["rows_accepted"]) in pages["index.html"]
     head_rows = published_site["matrix"]["models"]["moonshotai/Kimi-K3"]
     assert f"{head_rows} rows for moonshotai/Kimi-K3" in pages["matrix.html"]
     priced = [r for r in published_site["estimates"]["gate"]["rows"] if r["ms"] is not None]
-    assert priced and all(f"{r['ms']:.4g}" in pages["estimates.html"] for r in priced)
+    assert priced and all(fmt(r["ms"]) in pages["estimates.html"] for r in priced)
     done = sum(1 for c in published_site["ledgers"][0]["cells"] if c["status"] == "done")
     assert f"done {done}" in pages["index.html"]
 

@@ -55,11 +55,11 @@ def test_ledger_markdown_escapes_every_data_string(tmp_path: Path) -> None:
     from tests.ledger.test_report import context as context_fixture  # the real K3 context builder
 
     context = context_fixture.__wrapped__()
-    cell = {**context["cells"][0], "kernel_sources": [HOSTILE], "date": HOSTILE}
+    cell = {**context["cells"][0], "kernel_sources": [HOSTILE], "date": HOSTILE, "date_source": HOSTILE}
     ctx = {**context, "title": HOSTILE, "systems": [HOSTILE], "findings": [{"category": HOSTILE, "text": HOSTILE}],
            "inventory": [cell, *context["inventory"][1:]]}
     text = render(ctx, "md")
-    assert "<img" not in text and text.count("&lt;img src=x onerror=alert(1)&gt;&amp;") >= 5
+    assert "<img" not in text and text.count("&lt;img src=x onerror=alert(1)&gt;&amp;") >= 6
 
 
 def test_build_site_replaces_links_planted_in_the_output_folder(tmp_path: Path, published_site: dict) -> None:
