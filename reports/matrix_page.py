@@ -4,8 +4,6 @@ a row filter, status colours, the filled Source column and the replay command pe
 
 from __future__ import annotations
 
-import re
-
 import polars as pl
 
 from perfledger.reports.page import Page, Section, Table
@@ -14,7 +12,6 @@ SHOWN = ["HuggingFaceID", "Backend", "Version", "Mode", "Status", "Source", "Rea
 ERR_CHARS = 240
 STATUS_LEGEND = [("status-PASS", "PASS"), ("status-HYBRID_PASS", "HYBRID_PASS"), ("status-FAIL", "FAIL"),
                  ("status-HW_INCOMPATIBLE", "HW_INCOMPATIBLE / FRAMEWORK_INCOMPATIBLE")]
-TOTAL_GPUS = re.compile(r"--total-gpus[ =](\d+)")
 
 
 def short_error(text: str | None) -> str:
@@ -30,12 +27,6 @@ def source_of(row: dict, pass_statuses: tuple[str, ...], legacy_source: str) -> 
     if row.get("Source"):
         return row["Source"]
     return legacy_source if row["Status"] in pass_statuses else "none (not priced)"
-
-
-def gpu_budgets(frame: pl.DataFrame) -> list[int]:
-    """The `--total-gpus` values in the rows' replay commands (the GPU budget the reference checked with)."""
-    found = {int(m.group(1)) for c in frame["Command"].to_list() if c for m in [TOTAL_GPUS.search(c)] if m}
-    return sorted(found)
 
 
 def status_counts(frames: dict[str, pl.DataFrame]) -> Table:
@@ -71,16 +62,19 @@ def compare_section(imported_label: str, imported: pl.DataFrame, ours: pl.DataFr
     why = {tuple(r[c] for c in key_columns): reason_of(r["Status"], r["ErrMsg"], r["Source"])
            for r in ours.iter_rows(named=True)}
     blocking = {tuple(r[c] for c in ("System", "Backend", "Version", "Mode")) for r in diff.blocking}
-    budgets = gpu_budgets(imported)
-    text = [f"{len(diff.blocking)} blocking, {len(diff.changed) - len(diff.blocking)} other status changes; "
-            f"{len(diff.added)} keys only in ours, {len(diff.removed)} only in {imported_label}."]
+    other = len(diff.changed) - len(diff.blocking) - len(diff.budget_differs)
+    text = [f"{len(diff.blocking)} blocking, {len(diff.budget_differs)} between different GPU budgets, {other} other "
+            f"status changes; {len(diff.added)} keys only in ours, {len(diff.removed)} only in {imported_label}."]
+    budgets = [g for g in diff.budgets.get("old", []) if g is not None]
     if budgets and budgets != [ours_budget]:
         text.append(f"Not like with like: {imported_label}'s rows were checked with --total-gpus "
-                    f"{', '.join(map(str, budgets))}, ours with one {ours_budget}-GPU replica; a PASS → FAIL below can be "
-                    f"that budget (the model does not fit {ours_budget} GPUs), not a regression: see why (ours).")
+                    f"{', '.join(map(str, budgets))}, ours with one {ours_budget}-GPU replica; a status change between "
+                    f"different budgets is never blocking (the model may not fit {ours_budget} GPUs): see why (ours).")
     changed = sorted(diff.changed, key=lambda r: (tuple(r[c] for c in ("System", "Backend", "Version", "Mode"))
                                                   not in blocking, r["System"], r["Backend"], r["Version"], r["Mode"]))
     category = {tuple(r[c] for c in ("System", "Backend", "Version", "Mode")): r["category"] for r in diff.blocking}
+    category |= {tuple(r[c] for c in ("System", "Backend", "Version", "Mode")): "budget differs ({} → {} GPUs)".format(*r["gpus"])
+                 for r in diff.budget_differs}
     rows, classes = [], []
     for r in changed:
         key = tuple(r[c] for c in ("System", "Backend", "Version", "Mode"))
@@ -114,7 +108,7 @@ def matrix_page(label: str | None, frame: pl.DataFrame | None, models: list[str]
     built = mine(ours) if ours is not None else None
     counts = rows.group_by("Status").len().sort("Status")
     sides = {label: rows, **({"ours": built} if built is not None else {})}
-    budget = max(rules.memory_fit.get("tp", 1), rules.memory_fit.get("moe_tp", 1) * rules.memory_fit.get("moe_ep", 1))
+    budget = rules.replica_gpus
     sections = [Section(f"Snapshot {label}" + (" beside ours" if built is not None else ""), text=[
         f"{rows.height} rows for {', '.join(models) if models else 'every model'} in {label}"
         + (f", {built.height} in our built matrix (one {budget}-GPU replica per row)" if built is not None else "")
