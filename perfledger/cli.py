@@ -9,14 +9,16 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from perfledger.console import fail
-from perfledger.settings import REFERENCE_ENV
+from perfledger.console import EXIT_USAGE, fail
+from perfledger.settings import REFERENCE_ENV, LocationError
 from perfledger.warehouse.lock import WarehouseBusy, WarehouseUnwritable
 
 
 class Commands(TyperGroup):
     """The root command group. A warehouse that cannot be written (read-only, not a folder) or is busy ends
-    whichever command was writing it with one line and exit 1: one handler here, none per command."""
+    whichever command was writing it with one line and exit 1; a location perfledger cannot use (an
+    unsupported scheme, object storage named as an output folder) is a usage error, exit 2: one handler
+    here, none per command."""
 
     def invoke(self, ctx: click.Context):
         as_json = "--json" in ctx.args  # the arguments after the command name, still to be parsed
@@ -24,6 +26,8 @@ class Commands(TyperGroup):
             return super().invoke(ctx)
         except (WarehouseBusy, WarehouseUnwritable) as exc:
             fail(str(exc), as_json=as_json)
+        except LocationError as exc:
+            fail(str(exc), code=EXIT_USAGE, as_json=as_json)
 
 
 app = typer.Typer(

@@ -192,6 +192,11 @@ def warehouse_root(option: str | os.PathLike | None = None) -> Location:
 
 
 def reports_dir(option: str | os.PathLike | None = None) -> Path:
+    """The output folder (site, summary, stage cache): local disk only."""
+    value = option if option not in (None, "") else os.environ.get(OUT_ENV) or None
+    if is_object_uri(value):
+        raise LocationError(f"{value}: the site and reports are written to a local folder; object storage holds "
+                            f"only the warehouse (--out / ${OUT_ENV})")
     return _chosen(option, OUT_ENV) or state_dir() / "reports"
 
 

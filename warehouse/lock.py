@@ -122,12 +122,13 @@ class _Lease:
 
     def _renew(self) -> None:
         while not self.stop.wait(LEASE_S / 3):
-            found = objects.read(self.key)
-            if found is None or found[1] != self.e_tag:
-                return  # taken over (we stalled past the lease): nothing of ours to renew
             body = json.dumps({**self.body, "expires": time.time() + LEASE_S}).encode()
-            if objects.replace(self.key, body, self.e_tag):
-                self.e_tag = objects.read(self.key)[1]
+            try:
+                if not objects.replace(self.key, body, self.e_tag):
+                    return  # taken over (we stalled past the lease): nothing of ours to renew
+                self.e_tag = (objects.read(self.key) or (b"", None))[1]
+            except OSError:
+                continue  # the store is unreachable for now: try again at the next beat
 
     def release(self) -> None:
         self.stop.set()

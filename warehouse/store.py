@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 from deltalake import DeltaTable, WriterProperties, write_deltalake
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from perfledger.schemas.catalog import check_safe_name
 from perfledger.settings import Location, ObjectLocation, location
@@ -28,6 +28,18 @@ AsOf = int | str | datetime | None
 
 class WarehouseError(RuntimeError):
     """A warehouse table is missing or cannot be read or written."""
+
+
+class WarehouseConflict(WarehouseError):
+    """Another writer committed to the same table at the same time and Delta refused this commit."""
+
+
+def _write_error(uri: Location, exc: Exception) -> WarehouseError:
+    if isinstance(exc, CommitFailedError):
+        reason = str(exc).splitlines()[0]
+        return WarehouseConflict(f"warehouse table {uri.name} at {uri} is busy: another writer committed to it at the "
+                                 f"same time ({reason}); nothing of this write was committed, try again")
+    return WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}")
 
 
 def _literal(value: object) -> str:
@@ -258,7 +270,7 @@ class Warehouse:
                 schema_mode="merge", storage_options=self.storage_options,
             )
         except (OSError, DeltaError) as exc:  # disk full and permission errors arrive as either
-            raise WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}") from exc
+            raise _write_error(uri, exc) from exc
         return self.delta_table(uri).version()
 
     def write_table(self, name: str, df: pl.DataFrame, *, mode: str = "append",
@@ -298,6 +310,6 @@ class Warehouse:
             try:
                 table.delete(predicate)
             except (OSError, DeltaError) as exc:
-                raise WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}") from exc
+                raise _write_error(uri, exc) from exc
             return table.version()
         return self._write(uri, df, mode="overwrite", partition_by=partition_by, predicate=predicate)
