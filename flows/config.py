@@ -9,7 +9,7 @@ embedded default needs only the install and works from any folder.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import yaml
@@ -46,7 +46,8 @@ class PipelineConfig:
 
     def to_params(self) -> dict:
         """JSON-safe flow parameters (what a Prefect deployment stores)."""
-        return {k: (str(v) if isinstance(v, (Path, ObjectLocation)) else v) for k, v in asdict(self).items()}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it would unpack an ObjectLocation
+        return {k: (str(v) if isinstance(v, (Path, ObjectLocation)) else v) for k, v in values.items()}
 
     @classmethod
     def from_params(cls, params: dict) -> PipelineConfig:

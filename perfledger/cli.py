@@ -12,11 +12,13 @@ from typer.core import TyperGroup
 from perfledger.console import EXIT_USAGE, fail
 from perfledger.settings import REFERENCE_ENV, LocationError
 from perfledger.warehouse.lock import WarehouseBusy, WarehouseUnwritable
+from perfledger.warehouse.objects import ObjectStoreError
 
 
 class Commands(TyperGroup):
     """The root command group. A warehouse that cannot be written (read-only, not a folder) or is busy ends
-    whichever command was writing it with one line and exit 1; a location perfledger cannot use (an
+    whichever command was writing it with one line and exit 1, as does an object store that refuses a read
+    (no such bucket, no credentials); a location perfledger cannot use (an
     unsupported scheme, object storage named as an output folder) is a usage error, exit 2: one handler
     here, none per command."""
 
@@ -26,6 +28,8 @@ class Commands(TyperGroup):
             return super().invoke(ctx)
         except (WarehouseBusy, WarehouseUnwritable) as exc:
             fail(str(exc), as_json=as_json)
+        except ObjectStoreError as exc:
+            fail(f"cannot read warehouse: {exc}", as_json=as_json)
         except LocationError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=as_json)
 

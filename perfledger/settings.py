@@ -36,7 +36,7 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path, PurePosixPath
@@ -63,7 +63,7 @@ class ObjectLocation:
     Joins like a path (`location / "curated"`); `str()` is the URI alone, never the options (credentials)."""
 
     uri: str
-    options: tuple[tuple[str, str], ...] = ()
+    options: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may hold credentials: never printed
 
     def __truediv__(self, part: str) -> ObjectLocation:
         return ObjectLocation(f"{self.uri}/{str(part).strip('/')}", self.options)

@@ -62,7 +62,7 @@ def test_an_object_store_warehouse_is_a_uri_with_options_from_the_settings_file_
     monkeypatch.setenv(settings.STORAGE_OPTIONS_ENV, '{"aws_region": "ap-south-1", "aws_access_key_id": "k"}')
     options = settings.location("s3://perf/x").storage_options
     assert options == {"aws_region": "ap-south-1", "aws_allow_http": "false", "aws_access_key_id": "k"}
-    assert "k" not in repr(str(settings.location("s3://perf/x")))
+    assert "aws_access_key_id" not in repr(settings.location("s3://perf/x")) + str(settings.location("s3://perf/x"))
     assert obstore_options({"aws_endpoint_url": "http://h:1", "aws_allow_http": "true", "aws_region": "r",
                             "aws_s3_allow_unsafe_rename": "true"}) == ({"endpoint": "http://h:1", "region": "r"},
                                                                        {"allow_http": True})

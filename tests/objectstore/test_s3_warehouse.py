@@ -25,6 +25,7 @@ from perfledger.warehouse import objects
 from perfledger.warehouse.ingest import ingest
 from perfledger.warehouse.lock import LOCK_NAME, WarehouseBusy, run_lock
 from perfledger.warehouse.store import Warehouse, WarehouseConflict
+from tests.flows.conftest import prefect_server  # noqa: F401 (the fixture, for `perfledger run`)
 from tests.flows.test_reliability import VOLATILE, _sources, _state, kill_9_and_rerun, two_concurrent_ingests
 from tests.warehouse.conftest import gemm_frame, write_tree_table
 
@@ -107,6 +108,18 @@ def test_the_raw_zone_keeps_every_input_file_on_s3(ingested) -> None:
     assert len(raw) == sum(batches["files"]) + len([k for k in raw if k.endswith((".yaml", ".json"))])
 
 
+def test_an_export_from_s3_to_a_local_folder_equals_one_from_local_disk(ingested, tmp_path: Path) -> None:
+    trees = {}
+    for name, root in (("s3", ingested["uri"]), ("local", str(ingested["local"]))):
+        code, result = _cli("export", "aic", str(tmp_path / name), "--warehouse", root)
+        assert code == 0 and result["files"] > 0, result
+        trees[name] = {str(p.relative_to(tmp_path / name)): pl.read_parquet(p) if p.suffix == ".parquet" else p.read_text()
+                       for p in sorted((tmp_path / name).rglob("*")) if p.is_file()}
+    assert trees["s3"].keys() == trees["local"].keys()
+    for key, value in trees["local"].items():
+        assert value.equals(trees["s3"][key]) if isinstance(value, pl.DataFrame) else value == trees["s3"][key], key
+
+
 def test_time_travel_and_diff_on_s3(bucket: str, tmp_path: Path) -> None:
     uri = f"{bucket}/tt"
     rel = "h200_sxm/gemm/sglang/0.5.14/gemm_perf.parquet"
@@ -147,6 +160,21 @@ def test_an_estimate_reads_an_s3_warehouse(ingested) -> None:
                     "--quant", "fp8", "--m", "64", "--n", "4096", "--k", "4096", "--warehouse", root)
                for root in (ingested["uri"], str(ingested["local"]))]
     assert answers[0][0] == 0 and answers[0] == answers[1]
+
+
+def test_the_main_job_runs_on_an_s3_warehouse_and_skips_unchanged_work(bucket: str, tmp_path: Path, shared_tree: Path,
+                                                                       prefect_server) -> None:  # noqa: F811
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(f"sources: ['{shared_tree / 'b200_sxm' / 'kda'}']\nmodels: [kimi-k3]\n"
+                      f"stages: [ingest, validate, ledger, publish]\n")
+    args = ["run", "--config", str(config), "--warehouse", f"{bucket}/wh", "--out", str(tmp_path / "out")]
+    code, first = _cli(*args)
+    assert code == 0 and first["ingest"]["tables"]["kda_perf"] > 0, first
+    assert (tmp_path / "out" / "index.html").is_file() and first["ledgers"][0]["by_status"].get("done", 0) >= 1
+    assert Warehouse(f"{bucket}/wh").has_table("ledger_cells")
+    code, second = _cli(*args)
+    assert code == 0 and second["ingest"]["new_batches"] == 0
+    assert {s["stage"]: s["status"] for s in second["stages"]}["ledger"] == "skipped"
 
 
 def test_two_concurrent_ingests_on_s3_commit_or_are_told_busy(bucket: str, shared_tree: Path) -> None:
@@ -241,4 +269,6 @@ def test_object_storage_outputs_and_unknown_schemes_are_usage_errors(bucket: str
     assert code == 2 and "unsupported location" in out["error"]
     code, out = _cli("ingest", "aic-package", "--warehouse", "s3://no-such-bucket-here/wh")
     assert code == 1 and "cannot write warehouse s3://no-such-bucket-here/wh" in out["error"]
+    code, out = _cli("tables", "--warehouse", "s3://no-such-bucket-here/wh")
+    assert code == 1 and "cannot read warehouse: s3://no-such-bucket-here/wh" in out["error"]
     assert list(tmp_path.iterdir()) == []
