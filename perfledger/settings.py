@@ -174,6 +174,8 @@ def location(value: str | os.PathLike | ObjectLocation) -> Location:
     text = str(value)
     match = _URI.match(text) if not isinstance(value, Path) else None
     if match is None:
+        if text.split(":/", 1)[0].lower() in OBJECT_SCHEMES and ":/" in text:
+            raise LocationError(f"{text}: an object-store URI that became a path ('//' lost); pass the URI as text")
         return Path(text).expanduser()
     scheme, rest = match.group(1).lower(), match.group(2).rstrip("/")
     if scheme == "file":

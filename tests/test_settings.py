@@ -67,6 +67,8 @@ def test_an_object_store_warehouse_is_a_uri_with_options_from_the_settings_file_
                             "aws_s3_allow_unsafe_rename": "true"}) == ({"endpoint": "http://h:1", "region": "r"},
                                                                        {"allow_http": True})
     assert settings.location("file:///srv/wh") == Path("/srv/wh") and settings.location("~/wh") == Path.home() / "wh"
+    with pytest.raises(settings.LocationError, match="became a path"):
+        settings.location(Path("s3://perf/wh"))
     for bad in ("ftp://host/wh", "s3://", "http://example/wh"):
         with pytest.raises(settings.LocationError, match="unsupported location"):
             settings.location(bad)

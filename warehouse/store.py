@@ -71,7 +71,7 @@ class Warehouse:
     """
 
     def __init__(self, root: Path | str | ObjectLocation):
-        self.root: Location = root if isinstance(root, Path) else location(root)
+        self.root: Location = location(root)
         self.write_observer: Callable[[Location], None] | None = None
         self._unit: Journal | None = None
 
