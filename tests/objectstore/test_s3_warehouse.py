@@ -28,6 +28,7 @@ from perfledger.warehouse.store import Warehouse, WarehouseConflict
 from tests.flows.conftest import prefect_server  # noqa: F401 (the fixture, for `perfledger run`)
 from tests.flows.test_reliability import VOLATILE, _sources, _state, kill_9_and_rerun, two_concurrent_ingests
 from tests.warehouse.conftest import gemm_frame, write_tree_table
+from tests.warehouse.test_commit_unit import InjectedFault, _failing_at, _first_run, _second_run, physical_state
 
 pytestmark = pytest.mark.xdist_group("objectstore-s3")
 
@@ -175,6 +176,33 @@ def test_the_main_job_runs_on_an_s3_warehouse_and_skips_unchanged_work(bucket: s
     code, second = _cli(*args)
     assert code == 0 and second["ingest"]["new_batches"] == 0
     assert {s["stage"]: s["status"] for s in second["stages"]}["ledger"] == "skipped"
+
+
+def test_a_fault_at_any_write_on_s3_leaves_the_prior_state_and_a_rerun_equals_a_clean_ingest(s3, tmp_path: Path) -> None:
+    """tests/warehouse/test_commit_unit.py's check on object storage: write steps of a real ingest fail in
+    turn (every fourth and the last: the local test takes every one; the rollback code is the same for all
+    of them here, log entries and the files they added, raw copies), each leaving exactly the prior state."""
+    first, second = _first_run(tmp_path), _second_run(tmp_path)
+
+    def prior() -> str:
+        root = f"{s3.bucket()}/wh"
+        assert ingest(first, Warehouse(root), on_commit=on_ingest).failed_batches == []
+        return root
+
+    clean = Warehouse(prior())
+    before = physical_state(clean.root)
+    clean.write_observer, writes = _failing_at(0)
+    assert ingest(second, clean, on_commit=on_ingest).new_batches == 3
+    after = physical_state(clean.root)
+    assert len(writes) >= 10
+    for step in sorted({*range(1, len(writes) + 1, 4), len(writes)}):
+        warehouse = Warehouse(prior())
+        warehouse.write_observer, _ = _failing_at(step)
+        with pytest.raises(InjectedFault):
+            ingest(second, warehouse, on_commit=on_ingest)
+        assert physical_state(warehouse.root) == before, f"fault at write {step} left a trace"
+        assert ingest(second, Warehouse(warehouse.root), on_commit=on_ingest).new_batches == 3
+        assert physical_state(warehouse.root) == after, f"re-run after a fault at write {step} differs from a clean ingest"
 
 
 def test_two_concurrent_ingests_on_s3_commit_or_are_told_busy(bucket: str, shared_tree: Path) -> None:
