@@ -11,7 +11,7 @@ import typer
 from perfledger.console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit_json, fail
 
 WarehouseOpt = Annotated[str | None, typer.Option(
-    "--warehouse", help="Warehouse root (default: $PERFLEDGER_WAREHOUSE or var/warehouse).")]
+    "--warehouse", help="Warehouse root, a folder or s3://bucket/prefix (default: $PERFLEDGER_WAREHOUSE or var/warehouse).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 Sources = Annotated[list[str], typer.Argument(help="Paths (collector output, published tree, version folder) or 'aic-package'.")]
 SystemOpt = Annotated[str | None, typer.Option("--system", help="System of collector output (else batch.yaml / folder name).")]
