@@ -95,12 +95,6 @@ def test_an_ingest_on_s3_equals_one_on_local_disk_and_writes_nothing_local(inges
     assert list(tmp_path.iterdir()) == []  # no folder named `s3:` or anything else
 
 
-def test_stored_rows_name_no_warehouse_location(ingested) -> None:
-    for root, text in ((ingested["uri"], ingested["uri"]), (ingested["local"], str(ingested["local"]))):
-        leaked = sorted(v for v in _strings(Warehouse(root)) if text in v)
-        assert leaked == [], f"{root}: stored values name the warehouse: {leaked[:3]}"
-
-
 def test_the_raw_zone_keeps_every_input_file_on_s3(ingested) -> None:
     wh = Warehouse(ingested["uri"])
     batches = wh.read_table("batches")
@@ -156,6 +150,15 @@ def test_ledger_and_matrix_builds_on_s3_equal_local_disk(ingested) -> None:
     assert snapshots[0].height > 0 and snapshots[0].equals(snapshots[1])
 
 
+def test_stored_rows_name_no_warehouse_location(ingested) -> None:
+    """After ingest, ledger and matrix builds (the matrix stores the estimator's miss messages)."""
+    for root, text in ((ingested["uri"], ingested["uri"]), (ingested["local"], str(ingested["local"]))):
+        stored = _strings(Warehouse(root))
+        assert any("rows for" in v and "in the warehouse" in v for v in stored)  # a miss message is among them
+        leaked = sorted(v for v in stored if text in v)
+        assert leaked == [], f"{root}: stored values name the warehouse: {leaked[:3]}"
+
+
 def test_an_estimate_reads_an_s3_warehouse(ingested) -> None:
     answers = [_cli("estimate", "gemm", "--system", "h200_sxm", "--backend", "sglang", "--version", "0.5.6.post2",
                     "--quant", "fp8", "--m", "64", "--n", "4096", "--k", "4096", "--warehouse", root)
@@ -180,7 +183,7 @@ def test_the_main_job_runs_on_an_s3_warehouse_and_skips_unchanged_work(bucket: s
 
 def test_a_fault_at_any_write_on_s3_leaves_the_prior_state_and_a_rerun_equals_a_clean_ingest(s3, tmp_path: Path) -> None:
     """tests/warehouse/test_commit_unit.py's check on object storage: write steps of a real ingest fail in
-    turn (every fourth and the last: the local test takes every one; the rollback code is the same for all
+    turn (every fifth and the last: the local test takes every one; the rollback code is the same for all
     of them here, log entries and the files they added, raw copies), each leaving exactly the prior state."""
     first, second = _first_run(tmp_path), _second_run(tmp_path)
 
@@ -195,7 +198,7 @@ def test_a_fault_at_any_write_on_s3_leaves_the_prior_state_and_a_rerun_equals_a_
     assert ingest(second, clean, on_commit=on_ingest).new_batches == 3
     after = physical_state(clean.root)
     assert len(writes) >= 10
-    for step in sorted({*range(1, len(writes) + 1, 4), len(writes)}):
+    for step in sorted({*range(1, len(writes) + 1, 5), len(writes)}):
         warehouse = Warehouse(prior())
         warehouse.write_observer, _ = _failing_at(step)
         with pytest.raises(InjectedFault):
@@ -210,8 +213,8 @@ def test_two_concurrent_ingests_on_s3_commit_or_are_told_busy(bucket: str, share
 
 
 def test_kill_9_during_an_s3_ingest_then_a_re_ingest_equals_a_clean_one(bucket: str, shared_tree: Path) -> None:
-    killed = kill_9_and_rerun(_sources(shared_tree), lambda name: f"{bucket}/{name}", trials=4)
-    assert killed >= 2, f"only {killed} of 4 kills landed before the ingest finished"
+    killed = kill_9_and_rerun(_sources(shared_tree), lambda name: f"{bucket}/{name}", trials=3)
+    assert killed >= 2, f"only {killed} of 3 kills landed before the ingest finished"
 
 
 def test_the_run_lock_is_a_lease_every_machine_sees(bucket: str, shared_tree: Path) -> None:
