@@ -120,14 +120,15 @@ def upload(location: ObjectLocation, path: Path) -> None:
 
 
 def delete(locations: list[ObjectLocation]) -> None:
-    """Delete objects (absent ones are no error)."""
-    for location in locations:
+    """Delete objects of one bucket (absent ones are no error), up to 1,000 per request."""
+    for start in range(0, len(locations), 1000):
+        chunk = locations[start:start + 1000]
         try:
-            obstore.delete(_store(location), location.key)
+            obstore.delete(_store(chunk[0]), [location.key for location in chunk])
         except (NotFoundError, FileNotFoundError):
             pass
         except BaseError as exc:
-            raise _fail(location, exc) from None
+            raise _fail(chunk[0], exc) from None
 
 
 def listing(folder: ObjectLocation) -> list[tuple[str, datetime]]:
