@@ -27,6 +27,7 @@ from perfledger.warehouse.lock import LOCK_NAME, WarehouseBusy, run_lock
 from perfledger.warehouse.store import Warehouse, WarehouseConflict
 from tests.flows.conftest import prefect_server  # noqa: F401 (the fixture, for `perfledger run`)
 from tests.flows.test_reliability import VOLATILE, _sources, _state, kill_9_and_rerun, two_concurrent_ingests
+from tests.ledger.test_matrix_hostile_input import HEADER, ROW, matrix_folder
 from tests.warehouse.conftest import gemm_frame, write_tree_table
 from tests.warehouse.test_commit_unit import InjectedFault, _failing_at, _first_run, _second_run, physical_state
 
@@ -157,6 +158,14 @@ def test_stored_rows_name_no_warehouse_location(ingested) -> None:
         assert any("rows for" in v and "in the warehouse" in v for v in stored)  # a miss message is among them
         leaked = sorted(v for v in stored if text in v)
         assert leaked == [], f"{root}: stored values name the warehouse: {leaked[:3]}"
+
+
+def test_matrix_import_and_labels_on_s3(bucket: str, tmp_path: Path) -> None:
+    folder = matrix_folder(tmp_path / "matrix", f"{HEADER}\n{ROW}\n")
+    code, imported = _cli("matrix", "import", str(folder), "--label", "lab", "--warehouse", f"{bucket}/wh")
+    assert code == 0, imported
+    code, labels = _cli("matrix", "labels", "--warehouse", f"{bucket}/wh")
+    assert code == 0 and [entry["label"] for entry in labels["labels"]] == ["lab"], labels
 
 
 def test_an_estimate_reads_an_s3_warehouse(ingested) -> None:
