@@ -12,14 +12,14 @@ import typer
 from perfledger.console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, emit_json, fail
 
 WarehouseOpt = Annotated[str | None, typer.Option(
-    "--warehouse", help="Warehouse root (default: $PERFLEDGER_WAREHOUSE or var/warehouse).")]
+    "--warehouse", help="Warehouse root, a folder or s3://bucket/prefix (default: $PERFLEDGER_WAREHOUSE or var/warehouse).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 Sources = Annotated[list[str], typer.Argument(help="Paths (collector output, published tree, version folder) or 'aic-package'.")]
 SystemOpt = Annotated[str | None, typer.Option("--system", help="System of collector output (else batch.yaml / folder name).")]
 BackendOpt = Annotated[str | None, typer.Option("--backend", help="Backend of collector output.")]
 VersionOpt = Annotated[str | None, typer.Option("--version", help="Backend version of collector output.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Pipeline config YAML (default: the embedded one).")]
-OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder for the site, summary and artifacts.")]
+OutOpt = Annotated[str | None, typer.Option("--out", help="Output folder for the site, summary and artifacts (local).")]
 RunnerOpt = Annotated[str, typer.Option("--runner", help="local (threads) or dask (prefect-dask).")]
 AllowSymlinkedOutOpt = Annotated[bool, typer.Option(
     "--allow-symlinked-out", help="Write into --out even when it is a symlink to a folder in another tree.")]
@@ -230,22 +230,26 @@ def register(app: typer.Typer) -> None:
 
     @app.command("export")
     def export_cmd(layout: Annotated[str, typer.Argument(help="Output layout: aic (the public systems/data tree).")],
-                   out: Annotated[Path, typer.Argument(help="Output folder (created; must be empty or absent).")],
+                   out: Annotated[str, typer.Argument(help="Output folder (created; must be empty or absent; local).")],
                    warehouse: WarehouseOpt = None,
                    systems: Annotated[list[str] | None, typer.Option("--systems", help="Only these systems.")] = None,
                    json: JsonOpt = False) -> None:
         """Write the curated warehouse in a publishable layout (Parquet + collection_meta.yaml + reuse.yaml)."""
+        from perfledger.settings import is_object_uri
         from perfledger.warehouse.export import ExportError, export_aic
         from perfledger.warehouse.paths import resolve_root
         from perfledger.warehouse.store import Warehouse
 
         if layout != "aic":
             fail(f"unknown layout {layout!r}; expected: aic", code=EXIT_USAGE, as_json=json)
+        if is_object_uri(out):
+            fail(f"{out}: export writes a local folder; object storage holds only the warehouse", code=EXIT_USAGE,
+                 as_json=json)
         from perfledger.console import progress
 
         try:
             with progress(None, "exporting tables") as bar:
-                result = export_aic(Warehouse(resolve_root(warehouse)), out, systems=list(systems or []),
+                result = export_aic(Warehouse(resolve_root(warehouse)), Path(out), systems=list(systems or []),
                                     progress=bar.update)
         except ExportError as exc:
             fail(str(exc), as_json=json)
@@ -310,9 +314,12 @@ def _run_pipeline(config, warehouse, out, runner, address, window, models, as_js
     from perfledger.flows.config import ConfigError, load_pipeline_config
     from perfledger.flows.pipeline import PipelineBusy, run_pipeline
     from perfledger.safe_io import UnsafeOutputError
+    from perfledger.settings import reports_dir
 
     try:
-        settings = replace(load_pipeline_config(config, warehouse=warehouse, out=out), allow_symlinked_out=allow_symlinked_out)
+        reports_dir(out)  # an object-store --out is refused here (LocationError: exit 2), before anything runs
+        settings = replace(load_pipeline_config(config, warehouse=warehouse, out=Path(out) if out else None),
+                           allow_symlinked_out=allow_symlinked_out)
         if models:
             settings = replace(settings, models=models)
         settings = replace(settings, models=_lane_names(settings.models, as_json))

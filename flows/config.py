@@ -9,14 +9,14 @@ embedded default needs only the install and works from any folder.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import yaml
 
 from perfledger.estimator.scenarios import DEFAULT_SCENARIOS
 from perfledger.safe_io import InputFileError, load_yaml
-from perfledger.settings import config_path, reports_dir, warehouse_root
+from perfledger.settings import Location, ObjectLocation, config_path, is_object_uri, location, reports_dir, warehouse_root
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
 STAGES = ("ingest", "validate", "ledger", "matrix", "estimate", "generate", "publish")
@@ -33,7 +33,7 @@ class ConfigError(ValueError):
 class PipelineConfig:
     sources: list[str]
     models: list[str]
-    warehouse: Path
+    warehouse: Location                                     # a folder or an ObjectLocation (s3://...)
     out: Path
     path: Path = field(default=DEFAULT_CONFIG)
     matrices: list[dict] = field(default_factory=list)      # [{"path": DIR, "label": L}]
@@ -46,12 +46,14 @@ class PipelineConfig:
 
     def to_params(self) -> dict:
         """JSON-safe flow parameters (what a Prefect deployment stores)."""
-        return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it would unpack an ObjectLocation
+        return {k: (str(v) if isinstance(v, (Path, ObjectLocation)) else v) for k, v in values.items()}
 
     @classmethod
     def from_params(cls, params: dict) -> PipelineConfig:
-        paths = {"warehouse", "out", "path", "scenarios"}
-        return cls(**{k: (Path(v) if k in paths else v) for k, v in params.items()})
+        paths = {"out", "path", "scenarios"}
+        values = {k: (Path(v) if k in paths else v) for k, v in params.items()}
+        return cls(**{**values, "warehouse": location(params["warehouse"])})
 
 
 def _list(raw: dict, key: str, path: Path) -> list:
@@ -91,6 +93,15 @@ def _gate(raw: dict, path: Path) -> dict:
     return gate
 
 
+def _warehouse(option: str | None, value: str | None, base: Path) -> Location:
+    """The warehouse as `_location` finds a folder; an object-store URI (option or file) is taken as named."""
+    named = option or value
+    if named and is_object_uri(named):
+        return location(named)
+    chosen = warehouse_root() if not named else None
+    return chosen if isinstance(chosen, ObjectLocation) else _location(option, value, base, warehouse_root)
+
+
 def _location(option: str | Path | None, value: str | None, base: Path, default) -> Path:
     """A command-line value (relative to the working directory), else the file's (relative to its folder),
     else the settings default (environment, then the state folder); made absolute with symlinks kept, so
@@ -119,10 +130,12 @@ def load_pipeline_config(path: Path | None = None, *, warehouse: str | None = No
     if bad:
         raise ConfigError(f"{path}: stages: unknown stage(s) {bad}; known: {list(STAGES)}")
     base = path.parent
+    if is_object_uri(raw.get("out")):
+        raise ConfigError(f"{path}: out: {raw['out']} is object storage; the site and reports go to a local folder")
     return PipelineConfig(
         sources=[_source(s, base) for s in sources],
         models=[str(m) for m in _list(raw, "models", path)],
-        warehouse=_location(warehouse, raw.get("warehouse"), base, warehouse_root),
+        warehouse=_warehouse(warehouse, raw.get("warehouse"), base),
         out=_location(out, raw.get("out"), base, reports_dir),
         path=path,
         matrices=_matrices(raw, path),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import flow, task
 
 from perfledger.warehouse.store import Warehouse
@@ -23,7 +21,7 @@ def ingest_task(sources: list[str], root: str, partitioned: bool = False) -> dic
         return partitioned_ingest(sources, root, on_ingest)
     from perfledger.warehouse.ingest import ingest
 
-    return ingest(sources, Warehouse(Path(root)), on_commit=on_ingest).to_json()
+    return ingest(sources, Warehouse(root), on_commit=on_ingest).to_json()
 
 
 @flow(name="ingest", log_prints=True)

@@ -9,7 +9,6 @@ warehouse ends up with the same contents.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 from prefect import task
 
@@ -39,4 +38,4 @@ def prepare_on_runner(batches: list[BatchSource]) -> Iterator[PreparedBatch | Ba
 
 def partitioned_ingest(sources: list[str], root: str, on_commit: OnCommit | None = None) -> dict:
     """The ingest contract of warehouse.ingest.ingest, with preparation submitted to the task runner."""
-    return ingest(sources, Warehouse(Path(root)), on_commit=on_commit, prepare_map=prepare_on_runner).to_json()
+    return ingest(sources, Warehouse(root), on_commit=on_commit, prepare_map=prepare_on_runner).to_json()

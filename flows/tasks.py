@@ -21,7 +21,7 @@ def validate_task(root: str) -> dict:
     """Quarantine counts by reason (the validation report's data)."""
     from perfledger.reports.validation import reasons
 
-    wh = Warehouse(Path(root))
+    wh = Warehouse(root)
     if not wh.has_table("quarantine"):
         return {"findings": 0, "reasons": []}
     quarantine = wh.read_table("quarantine")
@@ -36,7 +36,7 @@ def ledger_task(root: str, model: str) -> dict:
     from perfledger.ledger.view import cell_overview
 
     spec = find_spec(model)
-    return cell_overview(spec, rebuild_cells(Warehouse(Path(root)), spec))
+    return cell_overview(spec, rebuild_cells(Warehouse(root), spec))
 
 
 def matrix_dir(path: str) -> Path:
@@ -57,7 +57,7 @@ def matrix_task(root: str, matrices: list[dict], build_models: list[str]) -> lis
     from perfledger.ledger.matrix.store import BUILT_SOURCE, store_snapshot
     from perfledger.ledger.matrix.summary import summarize
 
-    wh = Warehouse(Path(root))
+    wh = Warehouse(root)
     out = []
     for entry in matrices:
         folder = matrix_dir(entry["path"])
@@ -80,7 +80,7 @@ def estimate_task(root: str, scenarios: str, models: list[str], gate: dict) -> d
     from perfledger.ledger.specs import find_spec
 
     scope = {name: ScenarioModel(spec.model, tuple(spec.systems)) for name in models for spec in [find_spec(name)]}
-    return refresh_estimates(Path(root), Path(scenarios), scope, gate)
+    return refresh_estimates(root, Path(scenarios), scope, gate)
 
 
 @task(name="generate", **IO_RETRIES)
@@ -100,5 +100,5 @@ def publish_task(root: str, out: str, models: list[str], run: dict, allow_symlin
     from perfledger.reports.site import build_site
     from perfledger.reports.summary import write_summary
 
-    site = build_site(Path(root), Path(out), models, run, allow_symlinked_out=allow_symlinked_out)
+    site = build_site(root, Path(out), models, run, allow_symlinked_out=allow_symlinked_out)
     return {**site, "summary": str(write_summary(Path(out), run))}

@@ -89,9 +89,7 @@ def read_lane_tables(wh, spec: ModelSpec, as_of: str | None = None,
 
 def table_columns(wh, table: str) -> list[str]:
     """A curated table's current columns, in schema order (read from the Delta log, no data)."""
-    from deltalake import DeltaTable
-
-    return [f.name for f in DeltaTable(str(wh.curated_uri(table))).schema().fields]
+    return [f.name for f in wh.delta_table(wh.curated_uri(table)).schema().fields]
 
 
 def lane_columns(spec: ModelSpec, table: str, available: list[str]) -> list[str]:

@@ -10,13 +10,16 @@ import typer
 from typer.core import TyperGroup
 
 from perfledger.console import EXIT_USAGE, fail
-from perfledger.settings import REFERENCE_ENV
+from perfledger.settings import REFERENCE_ENV, LocationError
 from perfledger.warehouse.lock import WarehouseBusy, WarehouseUnwritable
+from perfledger.warehouse.objects import ObjectStoreError
 
 
 class Commands(TyperGroup):
     """The root command group. A warehouse that cannot be written (read-only, not a folder) or is busy ends
-    whichever command was writing it with one line and exit 1, and a bad call of any command (unknown option,
+    whichever command was writing it with one line and exit 1, as does an object store that refuses a read
+    (no such bucket, no credentials); a location perfledger cannot use (an unsupported scheme, object storage
+    named as an output folder) is a usage error, exit 2; and a bad call of any command (unknown option,
     missing or malformed value) is one line and exit 2, `error: <what> (see <command> --help)`, not a boxed
     usage screen: one handler here, none per command."""
 
@@ -34,6 +37,10 @@ class Commands(TyperGroup):
             return super().invoke(ctx)
         except (WarehouseBusy, WarehouseUnwritable) as exc:
             fail(str(exc), as_json=as_json)
+        except ObjectStoreError as exc:
+            fail(f"cannot read warehouse: {exc}", as_json=as_json)
+        except LocationError as exc:
+            fail(str(exc), code=EXIT_USAGE, as_json=as_json)
         except typer.TyperException as exc:
             if not _usage_error(exc):
                 raise

@@ -38,3 +38,47 @@ def test_reference_data_option_sets_the_environment_for_every_command(tmp_path: 
     assert settings.reference_data() == tmp_path
     missing = runner.invoke(app, ["--reference-data", str(tmp_path / "nope"), *args])
     assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_an_object_store_warehouse_is_a_uri_with_options_from_the_settings_file_then_the_environment(
+        tmp_path: Path, monkeypatch) -> None:
+    import pytest
+
+    from perfledger.warehouse.objects import obstore_options
+
+    storage = tmp_path / "storage.toml"
+    storage.write_text('["s3://perf"]\naws_region = "eu-central-1"\naws_allow_http = false\n'
+                       '["s3://perf/lab"]\naws_endpoint_url = "http://127.0.0.1:9000"\naws_allow_http = true\n'
+                       '["s3://other"]\naws_region = "us-west-2"\n')
+    monkeypatch.setenv(settings.STORAGE_FILE_ENV, str(storage))
+    monkeypatch.delenv(settings.STORAGE_OPTIONS_ENV, raising=False)
+    monkeypatch.setenv(settings.WAREHOUSE_ENV, "s3://perf/lab/wh/")
+    root = settings.warehouse_root()
+    assert isinstance(root, settings.ObjectLocation) and str(root) == "s3://perf/lab/wh"
+    assert root.storage_options == {"aws_region": "eu-central-1", "aws_endpoint_url": "http://127.0.0.1:9000",
+                                    "aws_allow_http": "true"}
+    assert str(root / "curated" / "gemm_perf") == "s3://perf/lab/wh/curated/gemm_perf" and (root / "raw").name == "raw"
+    assert str((root / "curated").relative_to(root)) == "curated" and root.bucket == "perf" and root.key == "lab/wh"
+    monkeypatch.setenv(settings.STORAGE_OPTIONS_ENV, '{"aws_region": "ap-south-1", "aws_access_key_id": "k"}')
+    options = settings.location("s3://perf/x").storage_options
+    assert options == {"aws_region": "ap-south-1", "aws_allow_http": "false", "aws_access_key_id": "k"}
+    assert "aws_access_key_id" not in repr(settings.location("s3://perf/x")) + str(settings.location("s3://perf/x"))
+    assert obstore_options({"aws_endpoint_url": "http://h:1", "aws_allow_http": "true", "aws_region": "r",
+                            "aws_s3_allow_unsafe_rename": "true"}) == ({"endpoint": "http://h:1", "region": "r"},
+                                                                       {"allow_http": True})
+    assert settings.location("file:///srv/wh") == Path("/srv/wh") and settings.location("~/wh") == Path.home() / "wh"
+    with pytest.raises(settings.LocationError, match="became a path"):
+        settings.location(Path("s3://perf/wh"))
+    for bad in ("ftp://host/wh", "s3://", "http://example/wh"):
+        with pytest.raises(settings.LocationError, match="unsupported location"):
+            settings.location(bad)
+    monkeypatch.setenv(settings.STORAGE_OPTIONS_ENV, "[1]")
+    with pytest.raises(settings.LocationError, match="must be a JSON object"):
+        settings.location("s3://perf/x")
+    monkeypatch.setenv(settings.OUT_ENV, "s3://perf/site")
+    with pytest.raises(settings.LocationError, match="local folder"):
+        settings.reports_dir()
+    storage.write_text("[unclosed")
+    monkeypatch.delenv(settings.STORAGE_OPTIONS_ENV)
+    with pytest.raises(settings.LocationError, match="storage.toml: unreadable storage settings"):
+        settings.location("s3://perf/x")

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 import polars as pl
 
 from perfledger.schemas.catalog import load_catalog
+from perfledger.settings import ObjectLocation
+from perfledger.warehouse import objects
 from perfledger.warehouse.normalise import NormalisedTable
 from perfledger.warehouse.prepare import PreparedBatch
 from perfledger.warehouse.store import SLICE_COLUMNS, Warehouse
@@ -98,8 +100,17 @@ class CommitBuffer:
 
 
 def keep_raw_inputs(warehouse: Warehouse, batches: list[PreparedBatch]) -> None:
-    """Copy each batch's files as received to `raw/<batch_id>/` (content-addressed, written once, atomically)."""
+    """Copy each batch's files as received to `raw/<batch_id>/` (content-addressed, written once, atomically).
+    On object storage each file is one put; the unit's journal names the folders, so a rollback removes
+    a partial copy, and nothing reads raw/ of a batch the `batches` table does not record."""
     raw = warehouse.root / "raw"
+    if isinstance(raw, ObjectLocation):
+        todo = [p for p in batches if not objects.exists(raw / p.batch_id)]
+        warehouse.before_creating([raw / p.batch_id for p in todo])
+        for prepared in todo:
+            for path in [*prepared.source.files, *prepared.source.sidecars]:
+                objects.upload(raw / prepared.batch_id / path.relative_to(prepared.source.folder).as_posix(), path)
+        return
     todo = [p for p in batches if not (raw / p.batch_id).exists()]
     warehouse.before_creating([folder for p in todo for folder in (raw / p.batch_id, raw / f".{p.batch_id}.partial")])
     for prepared in todo:

@@ -7,6 +7,12 @@ the warehouse as it was before the unit. Deleting the journal is the unit's comm
 failure the unit is rolled back: each table's log is cut back to its recorded version and the data
 files the unit wrote are removed, then the journal goes. A crash leaves the journal behind; the next
 writer to take the run lock rolls back first, so the warehouse returns exactly to its last commit.
+
+On object storage (an ObjectLocation root) the journal is one object, replaced in one request; its
+deletion is the commit. Object times have one-second resolution there, so a rollback does not tell
+the unit's files by time: the log entries after the recorded version name the data files they added,
+and those go with them (a data file written by a writer killed before its log entry is unreferenced,
+invisible to every reader, and left for `vacuum`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from perfledger.settings import Location, ObjectLocation
+from perfledger.warehouse import objects
 
 JOURNAL_NAME = ".perfledger.journal.json"
 LOG = "_delta_log"
@@ -34,8 +43,15 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def log_version(table: Path) -> int | None:
+def _numbered(name: str) -> int | None:
+    return int(name[:20]) if name[:20].isdigit() else None
+
+
+def log_version(table: Location) -> int | None:
     """A Delta table's newest version from its log's file names (None: no table there)."""
+    if isinstance(table, ObjectLocation):
+        versions = [_numbered(key) for key, _ in objects.listing(table / LOG) if key.endswith(".json")]
+        return max((v for v in versions if v is not None), default=None)
     log = table / LOG
     if not log.is_dir():
         return None
@@ -47,7 +63,7 @@ def log_version(table: Path) -> int | None:
 class Journal:
     """The open unit: tables (path relative to the root → version before the unit) and created folders."""
 
-    root: Path
+    root: Location
     tables: dict[str, int | None] = field(default_factory=dict)
     folders: list[str] = field(default_factory=list)
     created_after_ns: int = 0
@@ -56,6 +72,10 @@ class Journal:
     def begin(cls, root: Path) -> Journal:
         """Open a unit (the caller holds the run lock); a journal left by a crash is rolled back first."""
         recover(root)
+        if isinstance(root, ObjectLocation):
+            journal = cls(root)
+            journal._save()
+            return journal
         journal = cls(Path(root))
         journal._save()
         journal.created_after_ns = journal_path(root).stat().st_mtime_ns
@@ -64,25 +84,28 @@ class Journal:
         return journal
 
     def _save(self) -> None:
+        state = {k: v for k, v in asdict(self).items() if k != "root"}
+        if isinstance(self.root, ObjectLocation):
+            objects.write(self.root / JOURNAL_NAME, json.dumps(state).encode())
+            return
         path = journal_path(self.root)
         partial = path.with_name(path.name + ".partial")
-        state = {k: v for k, v in asdict(self).items() if k != "root"}
         with open(partial, "w", encoding="utf-8") as handle:
             json.dump(state, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(partial, path)
 
-    def record_table(self, table: Path) -> None:
+    def record_table(self, table: Location) -> None:
         """Remember `table`'s version before the unit's first write to it."""
-        key = str(Path(table).relative_to(self.root))
+        key = str(table.relative_to(self.root))
         if key not in self.tables:
-            self.tables[key] = log_version(Path(table))
+            self.tables[key] = log_version(table)
             self._save()
 
-    def record_folders(self, folders: list[Path]) -> None:
+    def record_folders(self, folders: list[Location]) -> None:
         """Remember folders the unit is about to create (removed again on rollback)."""
-        new = [key for key in dict.fromkeys(str(Path(f).relative_to(self.root)) for f in folders)
+        new = [key for key in dict.fromkeys(str(f.relative_to(self.root)) for f in folders)
                if key not in self.folders]
         if new:
             self.folders.extend(new)
@@ -90,11 +113,21 @@ class Journal:
 
     def commit(self) -> None:
         """The visible switch: from now on readers see every write of the unit."""
+        if isinstance(self.root, ObjectLocation):
+            objects.delete([self.root / JOURNAL_NAME])
+            return
         journal_path(self.root).unlink()
         _fsync_folder(self.root)
 
     def roll_back(self) -> None:
         """Return every recorded table and folder to its state before the unit, then close the unit."""
+        if isinstance(self.root, ObjectLocation):
+            for key, version in self.tables.items():
+                _cut_back_objects(self.root / key, version)
+            for key in self.folders:
+                objects.delete_tree(self.root / key)
+            objects.delete([self.root / JOURNAL_NAME])
+            return
         for key, version in self.tables.items():
             _cut_back(self.root / key, version, self.created_after_ns)
         for key in self.folders:
@@ -103,23 +136,59 @@ class Journal:
         _fsync_folder(self.root)
 
 
-def pinned_versions(root: Path) -> dict[str, int | None] | None:
-    """What readers must read while a unit is open: table path → version (None: absent); None when no unit."""
+def _open_state(root: Location) -> dict | None:
+    """The open unit's journal (None: no unit is open)."""
+    if isinstance(root, ObjectLocation):
+        found = objects.read(root / JOURNAL_NAME)
+        return None if found is None else json.loads(found[0])
     try:
-        text = journal_path(root).read_text(encoding="utf-8")
+        return json.loads(journal_path(root).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    return json.loads(text)["tables"]
 
 
-def recover(root: Path) -> bool:
+def pinned_versions(root: Location) -> dict[str, int | None] | None:
+    """What readers must read while a unit is open: table path → version (None: absent); None when no unit."""
+    state = _open_state(root)
+    return None if state is None else state["tables"]
+
+
+def recover(root: Location) -> bool:
     """Roll back a unit a crashed writer left open (call with the run lock held); True when there was one."""
-    path = journal_path(root)
-    if not path.exists():
+    state = _open_state(root)
+    if state is None:
         return False
-    state = json.loads(path.read_text(encoding="utf-8"))
-    Journal(Path(root), state["tables"], state["folders"], state["created_after_ns"]).roll_back()
+    home = root if isinstance(root, ObjectLocation) else Path(root)
+    Journal(home, state["tables"], state["folders"], state["created_after_ns"]).roll_back()
     return True
+
+
+def _cut_back_objects(table: ObjectLocation, version: int | None) -> None:
+    """`_cut_back` on object storage: the log entries after `version` go, with the data files they added."""
+    if version is None:
+        objects.delete_tree(table)
+        return
+    log = table / LOG
+    entries = objects.listing(log)
+    later = sorted((key for key, _ in entries if (_numbered(key) or -1) > version or key.startswith("_commit_")),
+                   reverse=True)
+    added: list[str] = []
+    for key in later:
+        if key.endswith(".json") and _numbered(key) is not None and (found := objects.read(log / key)) is not None:
+            actions = [json.loads(line) for line in found[0].decode().splitlines() if line.strip()]
+            added += [action["add"]["path"] for action in actions if "add" in action]
+    last = objects.read(log / LAST_CHECKPOINT)
+    if last is not None and json.loads(last[0] or b"{}").get("version", 0) > version:
+        objects.delete([log / LAST_CHECKPOINT])
+    objects.delete([log / key for key in later])
+    objects.delete([table / _unquoted(path) for path in added])
+
+
+def _unquoted(path: str) -> str:
+    """A log entry's data-file path as an object key (Delta URL-encodes partition values in paths)."""
+    from urllib.parse import unquote
+
+    return unquote(path)
 
 
 def _cut_back(table: Path, version: int | None, created_after_ns: int) -> None:

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import polars as pl
 from deltalake import DeltaTable, WriterProperties, write_deltalake
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from perfledger.schemas.catalog import check_safe_name
-from perfledger.warehouse.journal import Journal, log_version, pinned_versions
+from perfledger.settings import Location, ObjectLocation, location
+from perfledger.warehouse import objects
+from perfledger.warehouse.journal import LOG, Journal, log_version, pinned_versions
 
 SLICE_COLUMNS = ("system", "backend", "version")
 AsOf = int | str | datetime | None
@@ -26,6 +28,18 @@ AsOf = int | str | datetime | None
 
 class WarehouseError(RuntimeError):
     """A warehouse table is missing or cannot be read or written."""
+
+
+class WarehouseConflict(WarehouseError):
+    """Another writer committed to the same table at the same time and Delta refused this commit."""
+
+
+def _write_error(uri: Location, exc: Exception) -> WarehouseError:
+    if isinstance(exc, CommitFailedError):
+        reason = str(exc).splitlines()[0]
+        return WarehouseConflict(f"warehouse table {uri.name} at {uri} is busy: another writer committed to it at the "
+                                 f"same time ({reason}); nothing of this write was committed, try again")
+    return WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}")
 
 
 def _literal(value: object) -> str:
@@ -48,13 +62,17 @@ def slice_predicate(slices: Iterable[Sequence[object]], columns: Sequence[str]) 
 class Warehouse:
     """A warehouse root. Cheap to construct; tables are opened on use.
 
+    The root is a local folder (a Path) or a place on object storage (an ObjectLocation, from a
+    `s3://...`-like string): Delta tables are opened through deltalake's storage layer with the
+    location's storage options, the other objects through warehouse.objects.
+
     `write_observer`, when set, is called with the target of every write just before it happens (a
     progress or audit seam; the fault-injection tests fail writes through it).
     """
 
-    def __init__(self, root: Path | str):
-        self.root = Path(root)
-        self.write_observer: Callable[[Path], None] | None = None
+    def __init__(self, root: Path | str | ObjectLocation):
+        self.root: Location = location(root)
+        self.write_observer: Callable[[Location], None] | None = None
         self._unit: Journal | None = None
 
     # -- the commit unit ---------------------------------------------------------------------------
@@ -67,7 +85,8 @@ class Warehouse:
         """
         if self._unit is not None:
             raise WarehouseError(f"warehouse {self.root}: a commit unit is already open")
-        self.root.mkdir(parents=True, exist_ok=True)
+        if isinstance(self.root, Path):
+            self.root.mkdir(parents=True, exist_ok=True)
         journal = self._unit = Journal.begin(self.root)
         try:
             yield
@@ -81,14 +100,19 @@ class Warehouse:
         self._unit = None
         journal.commit()
 
-    def before_writing(self, target: Path) -> None:
+    @property
+    def storage_options(self) -> dict[str, str] | None:
+        """What deltalake needs to reach the root (None on local disk)."""
+        return self.root.storage_options if isinstance(self.root, ObjectLocation) else None
+
+    def before_writing(self, target: Location) -> None:
         """Every table write announces its target: the open unit records the table's version first."""
         if self.write_observer is not None:
             self.write_observer(target)
         if self._unit is not None:
             self._unit.record_table(target)
 
-    def before_creating(self, folders: list[Path]) -> None:
+    def before_creating(self, folders: list[Location]) -> None:
         """Folders written outside Delta (raw input copies) are announced too, so a rollback removes them."""
         for folder in folders:
             if self.write_observer is not None:
@@ -100,27 +124,35 @@ class Warehouse:
         """Versions other writers' open unit pins readers to ({} when none is open, or it is ours)."""
         return {} if self._unit is not None else pinned_versions(self.root) or {}
 
-    def _key(self, uri: Path) -> str:
+    def _key(self, uri: Location) -> str:
         return str(uri.relative_to(self.root))
 
-    def _visible(self, uri: Path, pins: dict[str, int | None]) -> bool:
+    @staticmethod
+    def _has_log(uri: Location) -> bool:
+        return objects.exists(uri / LOG) if isinstance(uri, ObjectLocation) else (uri / LOG).is_dir()
+
+    def _visible(self, uri: Location, pins: dict[str, int | None]) -> bool:
         """A table exists for readers: it has a log, and another writer's open unit did not create it."""
-        return (uri / "_delta_log").is_dir() and pins.get(self._key(uri), 0) is not None
+        return self._has_log(uri) and pins.get(self._key(uri), 0) is not None
 
     # -- locations ---------------------------------------------------------------------------------
-    def curated_uri(self, table: str) -> Path:
+    def curated_uri(self, table: str) -> Location:
         return self.root / "curated" / check_safe_name(table, "table")
 
-    def table_uri(self, name: str) -> Path:
+    def table_uri(self, name: str) -> Location:
         return self.root / check_safe_name(name, "table")
 
-    def _open(self, uri: Path, as_of: AsOf = None) -> DeltaTable | None:
+    def delta_table(self, uri: Location) -> DeltaTable:
+        """The newest log version of the table at `uri` as deltalake opens it (no journal pins: see `_open`)."""
+        return DeltaTable(str(uri), storage_options=self.storage_options)
+
+    def _open(self, uri: Location, as_of: AsOf = None) -> DeltaTable | None:
         """The table at `as_of`, else its latest committed version (None: no table). The pins are read
         after opening, so a unit that opens in between is still honoured."""
-        if not (uri / "_delta_log").is_dir():
+        if not self._has_log(uri):
             return None
         try:
-            table = DeltaTable(str(uri))
+            table = self.delta_table(uri)
         except TableNotFoundError:
             return None
         if as_of is None:
@@ -146,12 +178,16 @@ class Warehouse:
 
     def curated_tables(self) -> list[str]:
         base = self.root / "curated"
-        if not base.is_dir():
+        if isinstance(base, ObjectLocation):
+            names = objects.children(base)
+        elif base.is_dir():
+            names = [p.name for p in base.iterdir()]
+        else:
             return []
         pins = self._pins()
-        return sorted(p.name for p in base.iterdir() if self._visible(p, pins))
+        return sorted(name for name in names if self._visible(base / name, pins))
 
-    def _read(self, uri: Path, as_of: AsOf, filters: dict[str, str | None],
+    def _read(self, uri: Location, as_of: AsOf, filters: dict[str, str | None],
               columns: Sequence[str] | None = None) -> pl.DataFrame | None:
         table = self._open(uri, as_of)
         if table is None:
@@ -215,12 +251,15 @@ class Warehouse:
         ]
 
     # -- writes ------------------------------------------------------------------------------------
-    def _write(self, uri: Path, df: pl.DataFrame, *, mode: str, partition_by: Sequence[str] | None,
+    def _write(self, uri: Location, df: pl.DataFrame, *, mode: str, partition_by: Sequence[str] | None,
                predicate: str | None = None) -> int:
         """One Delta commit. Schemas merge (a column new to the table is added, null in older rows; a
-        column the table has and `df` lacks is null in the new rows), so slices may differ in columns."""
+        column the table has and `df` lacks is null in the new rows), so slices may differ in columns.
+        On object storage the commit is deltalake's conditional put of the next log entry: a concurrent
+        commit to the same table is either reconciled by deltalake (appends) or refused (a conflict)."""
         self.before_writing(uri)
-        uri.mkdir(parents=True, exist_ok=True)
+        if isinstance(uri, Path):
+            uri.mkdir(parents=True, exist_ok=True)
         untyped = [name for name, dtype in df.schema.items() if dtype == pl.Null]
         if untyped:  # a column with no values yet: store it as text rather than an untyped column
             df = df.with_columns(pl.col(untyped).cast(pl.String))
@@ -229,11 +268,11 @@ class Warehouse:
                 str(uri), df, mode=mode,
                 partition_by=list(partition_by) if partition_by else None, predicate=predicate,
                 writer_properties=WriterProperties(compression="ZSTD", compression_level=1),
-                schema_mode="merge",
+                schema_mode="merge", storage_options=self.storage_options,
             )
         except (OSError, DeltaError) as exc:  # disk full and permission errors arrive as either
-            raise WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}") from exc
-        return DeltaTable(str(uri)).version()
+            raise _write_error(uri, exc) from exc
+        return self.delta_table(uri).version()
 
     def write_table(self, name: str, df: pl.DataFrame, *, mode: str = "append",
                     partition_by: Sequence[str] | None = None) -> int:
@@ -249,7 +288,7 @@ class Warehouse:
             return {tuple(p.get(c) for c in slice_columns) for p in table.partitions()}
         return set(self._scan(table).select(list(slice_columns)).unique().collect().iter_rows())
 
-    def replace_slices(self, uri: Path, df: pl.DataFrame, slice_columns: Sequence[str],
+    def replace_slices(self, uri: Location, df: pl.DataFrame, slice_columns: Sequence[str],
                        slices: Iterable[Sequence[object]], *, partition_by: Sequence[str] | None = None) -> int | None:
         """Make `df` the whole content of `slices` in one commit (a slice may end up empty).
 
@@ -272,6 +311,6 @@ class Warehouse:
             try:
                 table.delete(predicate)
             except (OSError, DeltaError) as exc:
-                raise WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}") from exc
+                raise _write_error(uri, exc) from exc
             return table.version()
         return self._write(uri, df, mode="overwrite", partition_by=partition_by, predicate=predicate)

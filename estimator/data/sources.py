@@ -179,11 +179,13 @@ class WarehouseSource(PerfSource):
         self._stamp: int | None = None
 
     def describe(self) -> str:
-        return f"warehouse {self.root}"
+        """Not the root: miss messages are stored (matrix cells, estimates), and stored rows name no location."""
+        return "the warehouse"
 
-    def manifest_dir(self) -> Path:
-        """A manifest beside the warehouse tables, as its reuse table sits with them (else cross_backend's fallbacks)."""
-        return Path(self.root)
+    def manifest_dir(self) -> Path | None:
+        """A manifest beside a local warehouse's tables, as its reuse table sits with them (else cross_backend's
+        fallbacks; an object-store warehouse has none beside it)."""
+        return self.root if isinstance(self.root, Path) else None
 
     def batches_version(self) -> int | None:
         """Latest commit of the `batches` table (no table open per lookup)."""

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -49,7 +50,7 @@ def _start(proc: subprocess.Popen) -> None:
     proc.stdin.flush()
 
 
-def _state(root: Path) -> dict[str, pl.DataFrame]:
+def _state(root: Path | str) -> dict[str, pl.DataFrame]:
     """Curated tables and ledger cells without ingest timestamps, canonically sorted."""
     wh = Warehouse(root)
     out = {t: wh.read_curated(t) for t in wh.curated_tables()}
@@ -59,7 +60,7 @@ def _state(root: Path) -> dict[str, pl.DataFrame]:
     return {k: f.sort([c for c in f.columns if not isinstance(f[c].dtype, (pl.List, pl.Struct))]) for k, f in out.items()}
 
 
-def assert_consistent(root: Path) -> None:
+def assert_consistent(root: Path | str) -> None:
     """Every table reads; every recorded batch has exactly its accepted rows in the curated tables."""
     table_versions(root)
     wh = Warehouse(root)
@@ -74,23 +75,24 @@ def assert_consistent(root: Path) -> None:
             assert present.get(batch_id, 0) == rows, (table, batch_id)
 
 
-def test_kill_9_at_random_points_never_corrupts_and_rerun_converges(tmp_path: Path, shared_tree: Path) -> None:
-    sources = _sources(shared_tree)
-    ingest(sources, Warehouse(tmp_path / "ref"), on_commit=on_ingest)
-    ledger_task.fn(str(tmp_path / "ref"), "kimi-k3")
-    reference = _state(tmp_path / "ref")
-    clean = _worker("ingest", str(tmp_path / "timed"), *sources)
+def kill_9_and_rerun(sources: list[str], place: Callable[[str], Path | str], trials: int) -> int:
+    """Kill an ingest into `place(name)` at random moments; each time the warehouse must be consistent and
+    a re-run must equal a clean ingest (`place("ref")`). Returns how many kills landed mid-run."""
+    ingest(sources, Warehouse(place("ref")), on_commit=on_ingest)
+    ledger_task.fn(str(place("ref")), "kimi-k3")
+    reference = _state(place("ref"))
+    clean = _worker("ingest", str(place("timed")), *sources)
     _start(clean)
     out, _ = clean.communicate(timeout=120)
     budget = json.loads(out.splitlines()[-1])["seconds"]
     rng = random.Random(7)
     killed_mid_run = 0
-    upcoming = _worker("ingest", str(tmp_path / "wh0"), *sources)
-    for trial in range(TRIALS):
-        root = tmp_path / f"wh{trial}"
+    upcoming = _worker("ingest", str(place("wh0")), *sources)
+    for trial in range(trials):
+        root = place(f"wh{trial}")
         proc = upcoming
         _start(proc)
-        upcoming = _worker("ingest", str(tmp_path / f"wh{trial + 1}"), *sources) if trial + 1 < TRIALS else None
+        upcoming = _worker("ingest", str(place(f"wh{trial + 1}")), *sources) if trial + 1 < trials else None
         time.sleep(rng.uniform(0, budget))
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
@@ -104,12 +106,18 @@ def test_kill_9_at_random_points_never_corrupts_and_rerun_converges(tmp_path: Pa
         assert state.keys() == reference.keys()
         for name, frame in reference.items():
             assert state[name].equals(frame), f"trial {trial}: {name} differs after re-run"
+    return killed_mid_run
+
+
+def test_kill_9_at_random_points_never_corrupts_and_rerun_converges(tmp_path: Path, shared_tree: Path) -> None:
+    killed_mid_run = kill_9_and_rerun(_sources(shared_tree), lambda name: tmp_path / name, TRIALS)
     assert killed_mid_run >= TRIALS // 2, f"only {killed_mid_run} kills landed before the ingest finished"
 
 
-def test_two_concurrent_ingests_one_waits_and_nothing_doubles(tmp_path: Path, shared_tree: Path) -> None:
-    sources = _sources(shared_tree)
-    procs = [_worker("ingest", str(tmp_path / "wh"), *sources) for _ in range(2)]
+def two_concurrent_ingests(sources: list[str], root: Path | str) -> list[int]:
+    """Start two ingests of the same sources at once: each commits or is told busy, nothing doubles.
+    Returns the new-batch counts of those that committed."""
+    procs = [_worker("ingest", str(root), *sources) for _ in range(2)]
     for proc in procs:
         _start(proc)
     outputs = [proc.communicate(timeout=120) for proc in procs]
@@ -117,9 +125,14 @@ def test_two_concurrent_ingests_one_waits_and_nothing_doubles(tmp_path: Path, sh
             for (out, _), p in zip(outputs, procs, strict=True) if p.returncode == 0]
     busy = [err for (_, err), p in zip(outputs, procs, strict=True) if p.returncode != 0]
     assert all("is busy: another run holds its lock" in err for err in busy) and len(done) >= 1
-    batches = Warehouse(tmp_path / "wh").read_table("batches")
+    batches = Warehouse(root).read_table("batches")
     assert batches["content_hash"].is_unique().all() and sum(done) == batches.height and min(done) in (0, batches.height)
-    assert_consistent(tmp_path / "wh")
+    assert_consistent(root)
+    return done
+
+
+def test_two_concurrent_ingests_one_waits_and_nothing_doubles(tmp_path: Path, shared_tree: Path) -> None:
+    two_concurrent_ingests(_sources(shared_tree), tmp_path / "wh")
 
 
 def test_a_held_lock_gives_a_clear_busy_error(tmp_path: Path, shared_tree: Path) -> None:

@@ -15,10 +15,13 @@ import pytest
 from deltalake import DeltaTable
 
 from perfledger.ledger.hooks import on_ingest
+from perfledger.settings import ObjectLocation, location
+from perfledger.warehouse import objects
 from perfledger.warehouse.ingest import ingest
-from perfledger.warehouse.journal import journal_path
+from perfledger.warehouse.journal import JOURNAL_NAME, journal_path
 from perfledger.warehouse.lock import run_lock
 from perfledger.warehouse.store import Warehouse
+from tests.flows.reliability_worker import table_versions
 from tests.warehouse.conftest import GEMM_HEADER, H200_VLLM, gemm_frame, gemm_line, write_staging, write_tree_table
 
 VOLATILE = ("ingested_at", "started_at", "finished_at", "processed_at", "first_ingest", "last_ingest", "at")
@@ -28,18 +31,24 @@ class InjectedFault(RuntimeError):
     """The write the test chose to fail."""
 
 
-def physical_state(root: Path) -> dict[str, object]:
-    """Every Delta table at its newest log version (journal ignored) with its rows, plus the raw copies."""
+def physical_state(root: Path | str) -> dict[str, object]:
+    """Every Delta table at its newest log version (journal ignored) with its rows, plus the raw copies;
+    `root` is a folder or an object-store URI."""
+    place = location(root)
     state: dict[str, object] = {}
-    for log in sorted(root.rglob("_delta_log")):
-        table = DeltaTable(str(log.parent))
+    for name in table_versions(root):
+        table = DeltaTable(str(place / name), storage_options=Warehouse(place).storage_options)
         frame = pl.from_arrow(table.to_pyarrow_table())
         frame = frame.drop([c for c in VOLATILE if c in frame.columns])
         frame = frame.select(sorted(frame.columns))
-        state[str(log.parent.relative_to(root))] = (table.version(), frame.sort(frame.columns).rows())
-    raw = root / "raw"
+        state[name] = (table.version(), frame.sort(frame.columns).rows())
+    if isinstance(place, ObjectLocation):
+        state["raw"] = sorted(key for key, _ in objects.listing(place / "raw"))
+        state["journal"] = objects.read(place / JOURNAL_NAME) is not None
+        return state
+    raw = place / "raw"
     state["raw"] = sorted(str(p.relative_to(raw)) for p in raw.rglob("*")) if raw.is_dir() else []
-    state["journal"] = journal_path(root).exists()
+    state["journal"] = journal_path(place).exists()
     return state
 
 
