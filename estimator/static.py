@@ -3,6 +3,10 @@
 TTFT = Σ context ops × scale; TPOT = Σ over decode steps (stride 32, weighted by repeats) / (osl − 1).
 The op list of one forward pass comes from the architecture's layer plan (models/plans/registry.py);
 quants left unset on the `Deploy` follow the checkpoint (quant/checkpoint.py), else bfloat16.
+Deployment knobs, as 0.12.0 prices them: pipeline stages keep every layer on the serial path and add pp − 1
+stage hand-offs (`p2p`) per pass; MTP (`nextn` draft tokens) runs each decode step over batch × (nextn + 1)
+tokens with every generation op scaled by (layers + nextn) / layers; a MoE deployment's expert width
+moe_tp × moe_ep must equal tp × attention-dp (plan/space.py `check_moe_width`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
 from perfledger.estimator.models.plans.registry import PLANS, load_model
+from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.plan.evaluate import p2p_latency
+from perfledger.estimator.plan.space import check_moe_width
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 
 
@@ -27,6 +34,9 @@ class Deploy:
     tp: int = 1
     moe_tp: int = 1
     moe_ep: int = 1
+    pp: int = 1
+    attention_dp: int = 1  # attention data-parallel ranks, each with its own batch
+    nextn: int = 0  # MTP draft tokens per decode step
     # None: the checkpoint's quant (its quantization_config / hf_quant_config), else bfloat16
     gemm_quant: str | None = None
     moe_quant: str | None = None
@@ -40,6 +50,8 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
     for name, op, query, scale in ops:
         if op == "mem":
             out[name] = float(mem_op_latency(query["bytes"], spec)) * scale
+        elif op == "p2p":
+            out[name] = p2p_latency(query["bytes"], spec) * scale
         elif op == "allreduce" and query["tp"] <= 1:
             out[name] = 0.0
         elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
@@ -55,23 +67,52 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
     `model` is an HF id looked up in the model-config folders, or a ModelConfig read from a given path."""
     config = resolve_model(model)
     m = load_model(config)
-    plan, backends = PLANS[m.family["kind"]], m.family.get("backends")
+    backends = m.family.get("backends")
     quants = resolve_quants(config, d.backend, {"gemm": d.gemm_quant, "moe": d.moe_quant,
                                                 "kv": d.kv_quant, "fmha": d.fmha_quant})
     d = replace(d, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
     if backends and d.backend not in backends:
         raise UnsupportedModelError(f"{config.name}: the {m.family['kind']} layer plan is assembled for backends "
                                     f"{', '.join(backends)} only ({MODELS_YAML.name} `backends`), not {d.backend}")
-    if plan.check is not None:
-        plan.check(m, d, config)
+    check_deploy(m, d, config)
     spec = est.spec(d.system)
-    context = price(est, plan.ops(m, d, batch * isl, True, batch, isl), spec, mode)
+    context = price(est, pass_ops(m, d, batch * isl, True, batch, isl), spec, mode)
     generation: dict[str, float] = {}
     stride = catalog()["decode_stride"]
     for i in range(0, osl - 1, stride):
         repeat = min(stride, osl - 1 - i)
-        for name, ms in price(est, plan.ops(m, d, batch, False, batch, isl + i + 1), spec, mode).items():
+        for name, ms in price(est, pass_ops(m, d, batch, False, batch, isl + i + 1), spec, mode).items():
             generation[name] = generation.get(name, 0.0) + ms * repeat
     ttft = sum(context.values())
     tpot = sum(generation.values()) / (osl - 1) if osl > 1 else 0.0
     return {"ttft_ms": ttft, "tpot_ms": tpot, "quants": quants, "context": context, "generation": generation}
+
+
+def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
+    """Deployments that do not exist are refused, not priced: sizes below 1, a MoE width unequal to the attention
+    width, attention data parallelism on a dense model, and the plan's own refusals."""
+    if min(d.tp, d.pp, d.attention_dp, d.moe_tp, d.moe_ep) < 1 or d.nextn < 0:
+        raise UnsupportedModelError(f"{config.name}: tp, pp, attention-dp, moe_tp, moe_ep must be >= 1, nextn >= 0")
+    if m.dims.experts:
+        check_moe_width(d.tp, d.attention_dp, d.moe_tp, d.moe_ep, where=config.name)
+    elif d.attention_dp > 1:
+        raise UnsupportedModelError(f"{config.name}: attention data parallelism needs a MoE model (dense: scale replicas)")
+    if d.attention_dp > 1:
+        raise UnsupportedModelError(f"{config.name}: attention-dp {d.attention_dp} is not priced yet (MoE dispatch over "
+                                    "attention-DP ranks)")
+    plan = PLANS[m.family["kind"]]
+    if plan.check is not None:
+        plan.check(m, d, config)
+
+
+def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, seq: int) -> list:
+    """The op list of one forward pass with the deployment knobs applied: MTP on decode passes (batch × (nextn + 1)
+    tokens, every op × (layers + nextn) / layers) and the pp − 1 pipeline hand-offs of the pass's activations."""
+    plan = PLANS[m.family["kind"]]
+    mtp = 1.0
+    if not context and d.nextn > 0:
+        tokens, batch, mtp = tokens * (d.nextn + 1), batch * (d.nextn + 1), (m.dims.layers + d.nextn) / m.dims.layers
+    ops = plan.ops(m, d, tokens, context, batch, seq)
+    if d.pp > 1:
+        ops.append(("p2p", "p2p", {"bytes": tokens * m.dims.hidden * 2}, d.pp - 1))
+    return ops if mtp == 1.0 else [(name, op, query, scale * mtp) for name, op, query, scale in ops]

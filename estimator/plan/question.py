@@ -1,0 +1,63 @@
+"""The planning question: which model, on how many GPUs of which system and backend, for what traffic and SLA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from perfledger.estimator.errors import NoDataError
+from perfledger.estimator.models.config import ModelConfig
+from perfledger.versions import version_key
+
+DATABASE_MODES = ("silicon", "hybrid")
+
+
+class QuestionError(ValueError):
+    """A question that cannot be asked (bad sizes, unknown database mode); the CLI maps it to a usage error."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One planning question, as `aiconfigurator cli default` takes it (ttft / tpot in ms).
+
+    `version` None: the newest version of the backend's GEMM data for the system (`resolve_version`)."""
+
+    model: str | ModelConfig
+    system: str
+    backend: str
+    total_gpus: int
+    isl: int
+    osl: int
+    ttft: float
+    tpot: float
+    version: str | None = None
+    prefix: int = 0  # cached prefix tokens of every request (part of isl)
+    nextn: int = 0  # MTP draft tokens per decode step
+    database_mode: str = "silicon"
+    gemm_quant: str | None = None
+    moe_quant: str | None = None
+    kv_quant: str | None = None
+    fmha_quant: str | None = None
+
+    def __post_init__(self):
+        if min(self.total_gpus, self.isl, self.osl) < 1:
+            raise QuestionError(f"total_gpus, isl and osl must be >= 1 (got {self.total_gpus}, {self.isl}, {self.osl})")
+        if not 0 <= self.prefix < self.isl:
+            raise QuestionError(f"prefix must be in [0, isl) (got {self.prefix}, isl {self.isl})")
+        if self.nextn < 0 or self.ttft <= 0 or self.tpot <= 0:
+            raise QuestionError(f"nextn must be >= 0 and ttft, tpot > 0 (got {self.nextn}, {self.ttft}, {self.tpot})")
+        if self.database_mode not in DATABASE_MODES:
+            raise QuestionError(f"database mode {self.database_mode!r}: one of {', '.join(DATABASE_MODES)}")
+
+    @property
+    def quants(self) -> dict[str, str | None]:
+        return {"gemm": self.gemm_quant, "moe": self.moe_quant, "kv": self.kv_quant, "fmha": self.fmha_quant}
+
+
+def resolve_version(source, q: Question) -> Question:
+    """The question with its backend version set: as given, else the newest version holding GEMM data."""
+    if q.version is not None:
+        return q
+    versions = source.versions(q.system, "gemm", q.backend)
+    if not versions:
+        raise NoDataError(f"{source.describe()}: no gemm data for {q.system} / {q.backend}; name --version")
+    return replace(q, version=max(versions, key=version_key))
