@@ -26,6 +26,7 @@ class Grid:
     sol: Callable[[dict], float]
     sqrt_axes: frozenset = frozenset()
     _leaves: tuple | None = field(default=None, repr=False)
+    _keys: dict = field(default_factory=dict, repr=False)  # id(node) -> its sorted keys (the tree is never mutated)
 
 
 def coordinate_grid(axes: tuple[str, ...], rows, sol, sqrt_axes=()) -> Grid:
@@ -66,7 +67,9 @@ def _descend(g: Grid, node, level: int, q: dict):
     leaf = level == len(g.axes) - 1
     if x in node:
         return node[x] if leaf else _descend(g, node[x], level + 1, q)
-    keys = sorted(node)
+    keys = g._keys.get(id(node))
+    if keys is None:
+        keys = g._keys[id(node)] = sorted(node)
     if x < keys[0] or x > keys[-1]:
         return None
     i = bisect.bisect_left(keys, x)
@@ -100,19 +103,27 @@ def _leaves(g: Grid):
         pts = np.log2(np.maximum(np.asarray(coords, dtype=np.float64), 1e-9))
         util = np.array([g.sol(dict(zip(g.axes, c, strict=True))) / lat if lat > 0 else 0.0
                          for c, lat in zip(coords, lats, strict=True)])
-        g._leaves = (pts, util)
+        ok = util > 0
+        g._leaves = (pts[ok], util[ok])
     return g._leaves
 
 
+def _nearest(d: np.ndarray, k: int) -> np.ndarray:
+    """The first k of a stable argsort of d (ties by index), without sorting every leaf."""
+    if len(d) <= k:
+        return np.argsort(d, kind="stable")
+    kth = np.partition(d, k - 1)[k - 1]
+    within = np.flatnonzero(d <= kth)
+    return within[np.argsort(d[within], kind="stable")][:k]
+
+
 def _transfer(g: Grid, q: dict) -> float | None:
-    pts, util = _leaves(g)
-    ok = util > 0
-    if not ok.any():
+    pts, u = _leaves(g)
+    if not len(u):
         return None
     qp = np.log2(np.maximum(np.array([q[a] for a in g.axes], dtype=np.float64), 1e-9))
-    d = np.sqrt(((pts[ok] - qp) ** 2).sum(axis=1))
-    u = util[ok]
-    order = np.argsort(d, kind="stable")
+    d = np.sqrt(((pts - qp) ** 2).sum(axis=1))
+    order = _nearest(d, NN_LEAVES + 1)
     near, dn = order[:NN_LEAVES], d[order[:NN_LEAVES]]
     if len(order) > NN_LEAVES:
         r = d[order[NN_LEAVES]]
