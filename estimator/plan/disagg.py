@@ -33,10 +33,18 @@ def settings() -> dict:
     return yaml.safe_load(DISAGG_YAML.read_text())
 
 
+def _ranges(spans: list[dict]) -> list[int]:
+    return sorted({v for r in spans for v in range(r["from"], r["to"], r["step"])})
+
+
 def decode_batches(doc: dict | None = None) -> list[int]:
     """Decode batch sizes tried per layout (disagg.yaml `decode_batches`), ascending."""
-    doc = doc or settings()
-    return sorted({b for r in doc["decode_batches"] for b in range(r["from"], r["to"], r["step"])})
+    return _ranges((doc or settings())["decode_batches"])
+
+
+def tpot_sweep(doc: dict | None = None) -> list[float]:
+    """The TPOT targets (ms) the frontier is drawn from (disagg.yaml `tpot_sweep`), ascending."""
+    return [float(t) for t in _ranges((doc or settings())["tpot_sweep"])]
 
 
 def parallel_key(frame: pl.DataFrame) -> list[str]:
