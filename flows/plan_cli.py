@@ -6,6 +6,7 @@ mode's top configs, the generator's artifacts (engine args, run scripts, manifes
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +21,7 @@ def _table(answer) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    out, err = Console(), Console(stderr=True)
+    out, err = Console(width=None if sys.stdout.isatty() else 200), Console(stderr=True)
     for mode, a in answer.modes.items():
         if not a.top:
             continue

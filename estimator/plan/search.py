@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from perfledger.estimator.plan import disagg, pareto, workers
+from perfledger.estimator.plan.agg import agg_search
 from perfledger.estimator.plan.question import Question
 
 SIDES = {"prefill": "p", "decode": "d"}
@@ -89,9 +90,6 @@ def search_disagg(est, q: Question) -> Feasible:
     return Feasible(rows, disagg.parallel_key(side), None, warnings, True)
 
 
-SEARCHES: dict[str, Callable[..., Feasible]] = {"disagg": search_disagg}
-
-
 def _row_json(mode: str, row: dict) -> dict:
     out = {k: row[k] for k in TOTAL_KEYS if k in row}
     out["total_gpus_used"] = int(row["gpus"]) * int(row["replicas"])
@@ -103,28 +101,42 @@ def _row_json(mode: str, row: dict) -> dict:
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in out.items()}
 
 
-def answer_mode(mode: str, found: Feasible, q: Question, top_n: int) -> ModeAnswer:
-    """Cluster throughput, frontier and top-N of one mode's feasible set."""
+def answer_disagg(est, q: Question, top_n: int) -> ModeAnswer:
+    """Cluster throughput, frontier and top-N of the disagg feasible set."""
+    found = search_disagg(est, q)
     if not found.rows.height:
-        return ModeAnswer(mode, [], [], found.reason, found.warnings)
+        return ModeAnswer("disagg", [], [], found.reason, found.warnings)
     rows = pareto.with_cluster(found.rows, q.total_gpus)
-    front = pareto.frontier(rows, object_sort=found.object_sort)
+    front = pareto.pareto_front(rows, "tokens_per_s_per_user", pareto.CLUSTER, object_order=found.object_sort)
     top = pareto.top(rows, tpot_target=q.tpot, group=found.layouts, top_n=top_n)
     reason = None
     if not top.height:
-        reason = (f"too tight: TPOT {q.tpot:g} ms; the fastest {mode} config gives {float(rows['tpot_ms'].min()):.3f} ms")
-    return ModeAnswer(mode, [_row_json(mode, r) for r in top.iter_rows(named=True)],
-                      [_row_json(mode, r) for r in front.iter_rows(named=True)], reason, found.warnings)
+        reason = f"too tight: TPOT {q.tpot:g} ms; the fastest disagg replica gives {float(rows['tpot_ms'].min()):.3f} ms"
+    return ModeAnswer("disagg", [_row_json("disagg", r) for r in top.iter_rows(named=True)],
+                      [_row_json("disagg", r) for r in front.iter_rows(named=True)], reason, found.warnings)
+
+
+def answer_agg(est, q: Question, top_n: int) -> ModeAnswer:
+    """The agg search (agg.py: it picks its own top-N and frontier) in the common row shape."""
+    found = agg_search(est, q, top_n=top_n)
+
+    def rows(frame: pl.DataFrame) -> list[dict]:
+        if frame.is_empty():
+            return []
+        frame = frame.with_columns((q.total_gpus // pl.col("gpus")).alias("replicas"))
+        return [_row_json("agg", r) for r in frame.iter_rows(named=True)]
+
+    return ModeAnswer("agg", rows(found.top), rows(found.pareto), found.reason, tuple(found.warnings))
+
+
+SEARCHES: dict[str, Callable[..., ModeAnswer]] = {"agg": answer_agg, "disagg": answer_disagg}
 
 
 def plan(est, q: Question, modes: tuple[str, ...] = ("agg", "disagg"), top_n: int = 5) -> PlanAnswer:
     """Answer the question in each of `modes` (in order: the first wins a tie for best)."""
     answers, warnings = {}, []
     for mode in modes:
-        if mode not in SEARCHES:
-            answers[mode] = ModeAnswer(mode, [], [], f"the {mode} search is not available in this build")
-            continue
-        answers[mode] = answer_mode(mode, SEARCHES[mode](est, q), q, top_n)
+        answers[mode] = SEARCHES[mode](est, q, top_n)
         warnings += answers[mode].warnings
     best = None
     for mode, a in answers.items():
