@@ -23,11 +23,19 @@ KNOBS = [("Qwen/Qwen3-32B", dict(tp=2, pp=2), dict(tp_size=2, pp_size=2)),
          ("Qwen/Qwen3-30B-A3B", dict(tp=1, attention_dp=8, moe_tp=8), dict(tp_size=1, attention_dp_size=8, moe_tp_size=8))]
 
 
-@pytest.mark.parametrize("model,ours_kw,ref_kw", KNOBS)
-def test_pp_and_nextn_match_reference_per_op(wheel_est, oracle, model, ours_kw, ref_kw):
+DP_BACKENDS = [("sglang", "0.5.14", dict(tp=2, attention_dp=2, moe_ep=4), dict(tp_size=2, attention_dp_size=2, moe_ep_size=4)),
+               ("sglang", "0.5.14", dict(tp=1, attention_dp=4, moe_tp=4), dict(tp_size=1, attention_dp_size=4, moe_tp_size=4)),
+               ("trtllm", "1.3.0rc20", dict(tp=1, attention_dp=8, moe_ep=8), dict(tp_size=1, attention_dp_size=8,
+                                                                                  moe_ep_size=8))]
+CASES = ([("vllm", "0.24.0", *case) for case in KNOBS]
+         + [(be, ver, "Qwen/Qwen3-30B-A3B", ours, ref) for be, ver, ours, ref in DP_BACKENDS])
+
+
+@pytest.mark.parametrize("backend,version,model,ours_kw,ref_kw", CASES)
+def test_knobs_match_reference_per_op(wheel_est, oracle, backend, version, model, ours_kw, ref_kw):
     shape = dict(batch=8, isl=1000, osl=70)
-    ours = static(wheel_est, model, Deploy("h200_sxm", "vllm", "0.24.0", **ours_kw), **shape)
-    engine = oracle.EngineHandle.compile(model, "h200_sxm", "vllm", backend_version="0.24.0", **ref_kw)
+    ours = static(wheel_est, model, Deploy("h200_sxm", backend, version, **ours_kw), **shape)
+    engine = oracle.EngineHandle.compile(model, "h200_sxm", backend, backend_version=version, **ref_kw)
     ttft, gen_ms, _ = engine.run_static(batch_size=8, isl=1000, osl=70)
     ctx_ops, gen_ops = engine.run_static_per_op(batch_size=8, isl=1000, osl=70)[:2]
     for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
@@ -49,6 +57,9 @@ def test_moe_width_mismatch_is_refused_like_the_reference(wheel_est, oracle):
         oracle.EngineHandle.compile("Qwen/Qwen3-30B-A3B", "h200_sxm", "vllm", backend_version="0.24.0", tp_size=4,
                                     moe_tp_size=1, moe_ep_size=2)
     check_moe_width(2, 4, 1, 8)  # attention dp widens the attention side: 2 x 4 = 1 x 8
+    with pytest.raises(UnsupportedModelError, match="no attention TP"):
+        static(wheel_est, "Qwen/Qwen3-30B-A3B", Deploy("h200_sxm", "trtllm", "1.3.0rc20", tp=2, attention_dp=2, moe_ep=4),
+               batch=1, isl=128, osl=2)
     with pytest.raises(UnsupportedModelError, match="attention data parallelism needs a MoE model"):
         static(wheel_est, "Qwen/Qwen3-32B", Deploy("h200_sxm", "vllm", "0.24.0", tp=2, attention_dp=2), batch=1,
                isl=128, osl=2)

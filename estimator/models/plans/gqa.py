@@ -72,27 +72,36 @@ def _dispatch_rules() -> dict:
 
 def _dispatch(d, tokens: int, h: int, side: str) -> tuple[str, dict]:
     """(op, query) of one MoE dispatch: the width's custom allreduce, or under attention DP the backend's collective
-    (+ the allreduce with attention TP) as one serial group (moe_dispatch.yaml)."""
+    (+ its attention-TP collective) as one serial group (moe_dispatch.yaml)."""
     width = d.moe_tp * d.moe_ep
     base = {"system": d.system, "backend": d.backend, "version": d.version}
-    allreduce = {**base, "tp": width, "elements": tokens * h}
     if d.attention_dp <= 1:
-        return "allreduce", allreduce
+        return "allreduce", {**base, "tp": width, "elements": tokens * h}
     rule = _dispatch_rules()[d.backend]
-    group = [("collective", "comm", {**base, "op": rule[side], "quant": rule["quant"], "num_gpus": width,
-                                     "elements": tokens * d.attention_dp * h}, 1)]
-    if rule["tp_allreduce"] and d.tp > 1:
-        group.append(("allreduce", "allreduce", allreduce, 1))
+
+    def collective(op: str, gpus: int, elements: int) -> tuple:
+        if op == "custom_allreduce":
+            return ("allreduce", "allreduce", {**base, "tp": gpus, "elements": elements}, 1)
+        return (op, "comm", {**base, "op": op, "quant": rule["quant"], "num_gpus": gpus, "elements": elements}, 1)
+
+    group = [collective(rule[side], width, tokens * d.attention_dp * h)]
+    if d.tp > 1:
+        tp_rule = rule["attention_tp"]
+        group.append(collective(tp_rule[side], width if tp_rule["over"] == "width" else d.tp, tokens * h))
     return "overlap", {"groups": [group]}
 
 
 def check(m: PricedModel, d, model: ModelConfig) -> None:
     """A block-quantized MoE whose per-GPU intermediate size splits a weight block is no valid deployment
     (models.yaml `moe_block_alignment`; 0.12.0 rejects it too), so it is refused instead of priced."""
-    if d.attention_dp > 1 and d.backend not in _dispatch_rules():
-        raise UnsupportedModelError(f"{model.path}: attention-dp {d.attention_dp} on {d.backend}: no MoE dispatch rule for "
-                                    f"attention data parallelism ({MOE_DISPATCH_YAML.name} lists "
-                                    f"{', '.join(_dispatch_rules())})")
+    if d.attention_dp > 1:
+        rules = _dispatch_rules()
+        if d.backend not in rules:
+            raise UnsupportedModelError(f"{model.path}: attention-dp {d.attention_dp} on {d.backend}: no MoE dispatch rule "
+                                        f"for attention data parallelism ({MOE_DISPATCH_YAML.name} lists {', '.join(rules)})")
+        if d.tp > 1 and rules[d.backend]["attention_tp"] is None:
+            raise UnsupportedModelError(f"{model.path}: {d.backend} has no attention TP ({d.tp}) beside attention DP "
+                                        f"({d.attention_dp}) ({MOE_DISPATCH_YAML.name})")
     rule = m.family.get("moe_block_alignment")
     if not rule or d.moe_quant != rule["quant"]:
         return
