@@ -97,10 +97,10 @@ def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
         check_moe_width(d.tp, d.attention_dp, d.moe_tp, d.moe_ep, where=config.name)
     elif d.attention_dp > 1:
         raise UnsupportedModelError(f"{config.name}: attention data parallelism needs a MoE model (dense: scale replicas)")
-    if d.attention_dp > 1:
-        raise UnsupportedModelError(f"{config.name}: attention-dp {d.attention_dp} is not priced yet (MoE dispatch over "
-                                    "attention-DP ranks)")
     plan = PLANS[m.family["kind"]]
+    if d.attention_dp > 1 and m.family["kind"] != "moe":
+        raise UnsupportedModelError(f"{config.name}: attention-dp {d.attention_dp} is priced for the GQA MoE plan only, "
+                                    f"not {m.family['kind']}")
     if plan.check is not None:
         plan.check(m, d, config)
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
+import yaml
+
+from perfledger import settings
 from perfledger.estimator.errors import NoDataError
 from perfledger.estimator.models.config import ModelConfig
 from perfledger.versions import version_key
 
 DATABASE_MODES = ("silicon", "hybrid")
+QUERY_VERSIONS = "query_versions.yaml"  # 0.12.0's queryable version slots per (system, framework)
 
 
 class QuestionError(ValueError):
@@ -19,7 +24,7 @@ class QuestionError(ValueError):
 class Question:
     """One planning question, as `aiconfigurator cli default` takes it (ttft / tpot in ms).
 
-    `version` None: the newest version of the backend's GEMM data for the system (`resolve_version`)."""
+    `version` None: the data's `current` version slot for the system and backend (`resolve_version`)."""
 
     model: str | ModelConfig
     system: str
@@ -54,10 +59,26 @@ class Question:
 
 
 def resolve_version(source, q: Question) -> Question:
-    """The question with its backend version set: as given, else the newest version holding GEMM data."""
+    """The question with its backend version set: as given, else the `current` slot of query_versions.yaml (beside the
+    data, else the installed wheel's: the version 0.12.0 plans against by default), else the newest version with GEMM
+    data."""
     if q.version is not None:
         return q
+    current = _current_slot(source, q.system, q.backend)
+    if current is not None:
+        return replace(q, version=current)
     versions = source.versions(q.system, "gemm", q.backend)
     if not versions:
         raise NoDataError(f"{source.describe()}: no gemm data for {q.system} / {q.backend}; name --version")
     return replace(q, version=max(versions, key=version_key))
+
+
+def _current_slot(source, system: str, backend: str) -> str | None:
+    wheel = settings.aic_package_dir()
+    for folder in (source.manifest_dir(), wheel / "systems" if wheel else None):
+        path = Path(folder) / QUERY_VERSIONS if folder is not None else None
+        if path is not None and path.is_file():
+            doc = yaml.safe_load(path.read_text()) or {}
+            slot = (doc.get("overrides") or {}).get(system, {}).get(backend) or (doc.get("defaults") or {}).get(backend)
+            return str(slot["current"]) if slot and slot.get("current") else None
+    return None

@@ -1,14 +1,45 @@
 """0.12.0's deployment planner (the full `aiconfigurator` 0.12.0) as the oracle of the plan parity tests.
 
-`disagg(...)` runs the disagg half of `aiconfigurator cli default` in-process, as the CLI builds it (the default
-task of the question, its database, `sweep_disagg`, then `pick_default`), and keeps the prefill / decode worker
-tables the sweep priced, so each stage of our search can be compared with the reference's.
+`run_default` runs `aiconfigurator cli default` on one question and reads its agg answer; `disagg(...)` runs the
+disagg half of it in-process, as the CLI builds it (the default task of the question, its database,
+`sweep_disagg`, then `pick_default`), and keeps the prefill / decode worker tables the sweep priced, so each stage
+of our search can be compared with the reference's.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from perfledger.estimator.plan.question import Question
+
+# reference column -> ours (agg rows)
+AGG_COLUMNS = {"tokens/s/gpu": "tokens_per_s_per_gpu", "tokens/s/user": "tokens_per_s_per_user", "ttft": "ttft_ms",
+               "tpot": "tpot_ms", "request_latency": "request_latency_ms", "concurrency": "concurrency", "bs": "batch",
+               "tp": "tp", "pp": "pp", "dp": "dp", "moe_tp": "moe_tp", "moe_ep": "moe_ep", "num_total_gpus": "gpus",
+               "global_bs": "global_batch", "seq/s": "seq_per_s", "tokens/s": "tokens_per_s", "ctx_tokens": "ctx_tokens",
+               "memory": "memory_gib", "parallel": "parallel"}
+
+
+def run_default(q: Question, out: Path) -> dict[str, pl.DataFrame]:
+    """{"top": best_config_topn.csv, "pareto": pareto.csv} of the agg experiment, columns renamed to ours."""
+    cli = Path(sys.executable).with_name("aiconfigurator")
+    cmd = [str(cli), "cli", "default", "--model-path", str(q.model), "--total-gpus", str(q.total_gpus),
+           "--system", q.system, "--backend", q.backend, "--isl", str(q.isl), "--osl", str(q.osl),
+           "--ttft", str(q.ttft), "--tpot", str(q.tpot), "--save-dir", str(out), "--log-level", "WARNING"]
+    if q.version:
+        cmd += ["--backend-version", q.version]
+    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=600)
+    (agg,) = out.glob("*/*/agg")
+    return {name: pl.read_csv(agg / f"{file}.csv").select(list(AGG_COLUMNS)).rename(AGG_COLUMNS)
+            for name, file in (("top", "best_config_topn"), ("pareto", "pareto"))}
+
 
 # 0.12.0's worker tables and replica rows in our column names (workers.py, disagg.py)
 WORKER_COLUMNS = {"bs": "batch", "global_bs": "global_batch", "num_total_gpus": "gpus", "ttft": "ttft_ms",
