@@ -144,3 +144,93 @@ def evaluate(g: Grid, q: dict) -> tuple[float | None, bool]:
     if value is not None:
         return value, False
     return _transfer(g, q), True
+
+
+def evaluate_many(g: Grid, coords: dict[str, np.ndarray], sol_many: Callable[[dict], np.ndarray]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """`evaluate` over many queries at once: (latency, transferred) arrays, NaN where even the transfer has no leaf.
+
+    coords: one array per axis (the values `evaluate` would get); sol_many: the Grid's SOL over such arrays. The
+    arithmetic is `evaluate`'s, element by element (same blend, ragged rescale, nearest leaves and weights), so
+    each answer equals the one-query answer bit for bit; queries sharing a node descend it together.
+    """
+    n = len(coords[g.axes[0]])
+    values = _descend_many(g, g.tree, 0, coords, np.arange(n))
+    transferred = np.isnan(values)
+    if transferred.any():
+        values[transferred] = _transfer_many(g, {a: c[transferred] for a, c in coords.items()}, sol_many)
+    return values, transferred
+
+
+def _node_keys(g: Grid, node) -> np.ndarray:
+    keys = g._keys.get(("array", id(node)))
+    if keys is None:
+        keys = g._keys[("array", id(node))] = np.array(sorted(node))
+    return keys
+
+
+def _descend_many(g: Grid, node, level: int, coords: dict, idx: np.ndarray) -> np.ndarray:
+    axis = g.axes[level]
+    x = coords[axis][idx]
+    leaf = level == len(g.axes) - 1
+    keys = _node_keys(g, node)
+    out = np.full(len(idx), np.nan)
+
+    def below(key, rows):
+        child = node[key.item()]
+        return np.full(rows.sum(), child) if leaf else _descend_many(g, child, level + 1, coords, idx[rows])
+
+    pos = np.searchsorted(keys, x)
+    exact = (pos < len(keys)) & (keys[np.minimum(pos, len(keys) - 1)] == x)
+    for k in np.unique(pos[exact]):
+        rows = exact & (pos == k)
+        out[rows] = below(keys[k], rows)
+    inside = ~exact & (x > keys[0]) & (x < keys[-1])
+    for k in np.unique(pos[inside]):
+        rows = inside & (pos == k)
+        lo, hi = keys[k - 1], keys[k]
+        v_lo, v_hi = below(lo, rows), below(hi, rows)
+        t = (x[rows] - lo) / (hi - lo)
+        if axis in g.sqrt_axes:
+            blended = (np.sqrt(v_lo) + (np.sqrt(v_hi) - np.sqrt(v_lo)) * t) ** 2
+        else:
+            blended = v_lo + (v_hi - v_lo) * t
+        one = np.isnan(v_lo) != np.isnan(v_hi)
+        for j in np.flatnonzero(one):  # a ragged bracket: the survivor rescaled by SOL, query by query (rare)
+            q = {a: c[idx[rows][j]].item() for a, c in coords.items()}
+            snapped, value = (lo.item(), v_lo[j]) if not np.isnan(v_lo[j]) else (hi.item(), v_hi[j])
+            blended[j] = value * g.sol(q) / g.sol({**q, axis: snapped})
+        out[rows] = blended
+    return out
+
+
+def _transfer_many(g: Grid, coords: dict, sol_many) -> np.ndarray:
+    pts, u = _leaves(g)
+    n = len(coords[g.axes[0]])
+    if not len(u):
+        return np.full(n, np.nan)
+    qp = np.log2(np.maximum(np.column_stack([coords[a] for a in g.axes]).astype(np.float64), 1e-9))
+    k = min(NN_LEAVES + 1, len(u))
+    out = np.empty(n)
+    for start in range(0, n, 256):
+        d = np.sqrt(((pts[None, :, :] - qp[start:start + 256, None, :]) ** 2).sum(axis=2))
+        order = np.empty((len(d), k), dtype=np.int64)
+        kth = np.partition(d, k - 1, axis=1)[:, k - 1]
+        within = d <= kth[:, None]
+        simple = within.sum(axis=1) == k
+        if simple.any():  # exactly k candidates: order them by (distance, index), as a stable argsort does
+            cols = np.nonzero(within[simple])[1].reshape(-1, k)
+            rank = np.argsort(np.take_along_axis(d[simple], cols, axis=1), axis=1, kind="stable")
+            order[simple] = np.take_along_axis(cols, rank, axis=1)
+        for i in np.flatnonzero(~simple):  # distance ties at the k-th leaf
+            order[i] = _nearest(d[i], k)
+        near = order[:, :NN_LEAVES]
+        dn = np.take_along_axis(d, near, axis=1)
+        if len(u) > NN_LEAVES:
+            r = np.take_along_axis(d, order[:, NN_LEAVES:NN_LEAVES + 1], axis=1)
+            w = ((r - dn) / (r * dn)) ** 2
+        else:
+            w = 1.0 / dn**2
+        chunk = {a: c[start:start + 256] for a, c in coords.items()}
+        out[start:start + len(d)] = sol_many(chunk) / ((w * u[near]).sum(axis=1) / w.sum(axis=1))
+    return out
