@@ -155,7 +155,7 @@ def evaluate_many(g: Grid, coords: dict[str, np.ndarray], sol_many: Callable[[di
     each answer equals the one-query answer bit for bit; queries sharing a node descend it together.
     """
     n = len(coords[g.axes[0]])
-    values = _descend_many(g, g.tree, 0, coords, np.arange(n))
+    values = _descend_many(g, g.tree, 0, coords, np.arange(n), sol_many)
     transferred = np.isnan(values)
     if transferred.any():
         values[transferred] = _transfer_many(g, {a: c[transferred] for a, c in coords.items()}, sol_many)
@@ -169,7 +169,7 @@ def _node_keys(g: Grid, node) -> np.ndarray:
     return keys
 
 
-def _descend_many(g: Grid, node, level: int, coords: dict, idx: np.ndarray) -> np.ndarray:
+def _descend_many(g: Grid, node, level: int, coords: dict, idx: np.ndarray, sol_many) -> np.ndarray:
     axis = g.axes[level]
     x = coords[axis][idx]
     leaf = level == len(g.axes) - 1
@@ -178,7 +178,7 @@ def _descend_many(g: Grid, node, level: int, coords: dict, idx: np.ndarray) -> n
 
     def below(key, rows):
         child = node[key.item()]
-        return np.full(rows.sum(), child) if leaf else _descend_many(g, child, level + 1, coords, idx[rows])
+        return np.full(rows.sum(), child) if leaf else _descend_many(g, child, level + 1, coords, idx[rows], sol_many)
 
     pos = np.searchsorted(keys, x)
     exact = (pos < len(keys)) & (keys[np.minimum(pos, len(keys) - 1)] == x)
@@ -195,11 +195,12 @@ def _descend_many(g: Grid, node, level: int, coords: dict, idx: np.ndarray) -> n
             blended = (np.sqrt(v_lo) + (np.sqrt(v_hi) - np.sqrt(v_lo)) * t) ** 2
         else:
             blended = v_lo + (v_hi - v_lo) * t
-        one = np.isnan(v_lo) != np.isnan(v_hi)
-        for j in np.flatnonzero(one):  # a ragged bracket: the survivor rescaled by SOL, query by query (rare)
-            q = {a: c[idx[rows][j]].item() for a, c in coords.items()}
-            snapped, value = (lo.item(), v_lo[j]) if not np.isnan(v_lo[j]) else (hi.item(), v_hi[j])
-            blended[j] = value * g.sol(q) / g.sol({**q, axis: snapped})
+        one = np.flatnonzero(np.isnan(v_lo) != np.isnan(v_hi))
+        if len(one):  # a ragged bracket: the surviving side rescaled by SOL(query) / SOL(query at its key)
+            q = {a: c[idx[rows][one]] for a, c in coords.items()}
+            lo_side = ~np.isnan(v_lo[one])
+            snapped, value = np.where(lo_side, lo, hi), np.where(lo_side, v_lo[one], v_hi[one])
+            blended[one] = value * sol_many(q) / sol_many({**q, axis: snapped})
         out[rows] = blended
     return out
 
