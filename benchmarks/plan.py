@@ -4,13 +4,16 @@ Per question, three timings (medians over --repeats): ours warm (in-process `sea
 has answered the question once, so its tables and grids are loaded), ours cold (a fresh `perfledger plan --json
 --out DIR` process: imports, data load, search, rendering and the plot) and the reference (a fresh `aiconfigurator
 cli default` process, which also writes its configs and plot). Both answer agg and disagg on the wheel's data.
-Prints the ratios reference / ours. Run: .venv/bin/python benchmarks/plan.py [--repeats 3] [--questions 0,1]
+Prints the ratios reference / ours, on wall time and on CPU time (user + system of the process, its children
+included): on a shared machine the wall time of both sides stretches with the load, the CPU time much less.
+Run: .venv/bin/python benchmarks/plan.py [--repeats 3] [--questions 0,1]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,13 +36,19 @@ def _args(q) -> list[str]:
             "--ttft", str(ttft), "--tpot", str(tpot)]
 
 
-def _timed(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(cmd: list[str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one fresh process."""
+    t0, c0 = time.perf_counter(), _cpu_children()
     subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"})
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, _cpu_children() - c0
 
 
-def ours_warm(q, repeats: int) -> list[float]:
+def ours_warm(q, repeats: int) -> list[tuple[float, float]]:
     from perfledger.estimator.plan.question import Question, resolve_version
     from perfledger.estimator.plan.search import plan
     from perfledger.estimator.session import Estimator, open_source
@@ -50,10 +59,14 @@ def ours_warm(q, repeats: int) -> list[float]:
     plan(est, question)  # warm-up: tables, grids, sites loaded once per process
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         plan(est, question)
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
     return times
+
+
+def _median(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(w for w, _ in pairs), statistics.median(c for _, c in pairs)
 
 
 def main() -> None:
@@ -64,7 +77,7 @@ def main() -> None:
     rows = []
     for i in (int(x) for x in args.questions.split(",")):
         q = QUESTIONS[i]
-        warm = statistics.median(ours_warm(q, args.repeats))
+        warm = _median(ours_warm(q, args.repeats))
         cold, ref = [], []
         for _ in range(args.repeats):
             with tempfile.TemporaryDirectory() as tmp:
@@ -72,13 +85,16 @@ def main() -> None:
                                     "--json", "--out", str(Path(tmp) / "ours")]))
                 ref.append(_timed([str(BIN / "aiconfigurator"), "cli", "default", "--model-path", q[0], *_args(q),
                                    "--save-dir", str(Path(tmp) / "ref"), "--log-level", "WARNING"]))
-        cold_s, ref_s = statistics.median(cold), statistics.median(ref)
-        rows.append((f"{q[0]} {q[1]}×{q[2]} {q[3]} isl{q[4]} osl{q[5]}", warm, cold_s, ref_s))
-        print(f"[{i}] {rows[-1][0]}: ours warm {warm:.2f} s, ours cold {cold_s:.2f} s, reference {ref_s:.2f} s "
-              f"(×{ref_s / warm:.1f} warm, ×{ref_s / cold_s:.1f} cold)", flush=True)
-    print(f"\n{'question':<55}{'ours warm s':>12}{'ours cold s':>12}{'ref s':>9}{'ref/warm':>10}{'ref/cold':>10}")
+        rows.append((f"{q[0]} {q[1]}×{q[2]} {q[3]} isl{q[4]} osl{q[5]}", warm, _median(cold), _median(ref)))
+        name, (ww, wc), (cw, cc), (rw, rc) = rows[-1]
+        print(f"[{i}] {name}: wall s ours warm {ww:.2f} / cold {cw:.2f} / reference {rw:.2f}; "
+              f"CPU s {wc:.2f} / {cc:.2f} / {rc:.2f}", flush=True)
+    head = f"{'question':<48}{'':>6}{'warm':>8}{'cold':>8}{'ref':>8}{'ref/warm':>10}{'ref/cold':>10}"
+    print("\n" + head)
     for name, warm, cold_s, ref_s in rows:
-        print(f"{name:<55}{warm:>12.2f}{cold_s:>12.2f}{ref_s:>9.2f}{ref_s / warm:>10.1f}{ref_s / cold_s:>10.1f}")
+        for k, label in ((0, "wall s"), (1, "CPU s")):
+            print(f"{name if k == 0 else '':<48}{label:>6}{warm[k]:>8.2f}{cold_s[k]:>8.2f}{ref_s[k]:>8.2f}"
+                  f"{ref_s[k] / warm[k]:>10.1f}{ref_s[k] / cold_s[k]:>10.1f}")
     print(f"(medians of {args.repeats}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from functools import lru_cache
 from typing import Any
 
 
@@ -21,6 +22,12 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 _COMPARE = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
             ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _CALLS = {"max": max, "min": min}
+
+
+@lru_cache(maxsize=1024)
+def _parsed(expr: str) -> ast.Expression:
+    """Parsed once per expression text: a search sizes thousands of deployments with the same few spec expressions."""
+    return ast.parse(expr, mode="eval")
 
 
 def evaluate(expr: str, names: dict[str, Any], where: str) -> Any:
@@ -47,6 +54,6 @@ def evaluate(expr: str, names: dict[str, Any], where: str) -> Any:
         raise ConfigExprError(f"{where}: unsupported expression {expr!r}")
 
     try:
-        return walk(ast.parse(str(expr), mode="eval"))
+        return walk(_parsed(str(expr)))
     except SyntaxError:
         raise ConfigExprError(f"{where}: not an expression: {expr!r}") from None
