@@ -73,7 +73,7 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
 
         def candidates(window):  # lazy: the reference size is resolved only when the own size has no samples
             yield own, None
-            ref = est.memo(("attn_ref", model.name, mha, shared, window, *(key[c] for c in model.group_keys)),
+            ref = est.memo(("attn_ref", model.name, mha, shared, window, *(key.get(c) for c in model.group_keys)),
                            lambda: reference_head_size(model, est, key, mha, shared, window))
             if ref is not None and ref[0] != own:
                 yield ref
@@ -81,7 +81,7 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
         for window in (int(key["window"]), 0) if int(key["window"]) else (0,):
             for size, lane in candidates(window):
                 k = {**key, "window": window, "head_dim": size}
-                grid = est.memo(("attn_util", model.name, mha, shared, lane, *(k[c] for c in model.group_keys)),
+                grid = est.memo(("attn_util", model.name, mha, shared, lane, *(k.get(c) for c in model.group_keys)),
                                 lambda k=k, lane=lane: build(mha, k, lane))
                 if grid is not None:
                     scale = 1.0 if size == own else model.head_scale(key, own, size)
@@ -95,7 +95,7 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
     mha = pools.pop()
     found = grid_for(mha)
     if found is None:
-        where = "/".join(str(key[c]) for c in model.group_keys)
+        where = "/".join(str(key.get(c)) for c in model.group_keys)
         raise EmpiricalUnavailableError(f"{model.name}: no {'MHA' if mha else 'GQA'} samples for {where} "
                                         "(own or borrowed head size, own window or window 0)")
     grid, scale, label = found
@@ -154,7 +154,7 @@ class ContextAttentionModel(OpModel):
     def _prefix_share(self, est, key, q):
         """With a cached prefix the kernel prices the whole isl's lookup scaled by SOL(new tokens over the prefix) /
         SOL(whole isl), side ops unscaled, as 0.12.0 does (probed: Qwen3-32B h200 vLLM, isl 1000, prefix 400)."""
-        prefix = int(key["prefix"])
+        prefix = int(key.get("prefix") or 0)
         if not prefix:
             return 1.0
         sol = self._sol_fn(est, key)
@@ -165,7 +165,8 @@ class ContextAttentionModel(OpModel):
                             int(key["kv_heads"]), int(key["head_dim"]), sol_only=sol_only)
 
     def sol(self, est, key, q):
-        return self._sol_fn(est, key)(q["heads"], q["isl"], q["batch"], prefix=int(key["prefix"])) + self._side(est, key, q, True)
+        kernel = self._sol_fn(est, key)(q["heads"], q["isl"], q["batch"], prefix=int(key.get("prefix") or 0))
+        return kernel + self._side(est, key, q, True)
 
     def _pool_sol(self, est, key, mha: bool):
         """SOL over (heads, isl, batch) for a pool: the MHA pool's kv heads follow heads."""
@@ -192,7 +193,7 @@ class ContextAttentionModel(OpModel):
                                  sqrt_axes=("isl",))
             return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["isl"], c["batch_size"])), sqrt_axes=("isl",))
 
-        return est.memo(("attn_grid", mha, *(key[c] for c in self.group_keys)), build)
+        return est.memo(("attn_grid", mha, *(key.get(c) for c in self.group_keys)), build)
 
     def silicon(self, est, key, q):
         pick = pool_picker(self, est, key)
