@@ -4,7 +4,8 @@ TTFT = Σ context ops × scale; TPOT = Σ over decode steps (stride 32, weighted
 The op list of one forward pass comes from the architecture's layer plan (models/plans/registry.py);
 quants left unset on the `Deploy` follow the checkpoint (quant/checkpoint.py), else bfloat16.
 Deployment knobs, as 0.12.0 prices them: pipeline stages keep every layer on the serial path and add pp − 1
-stage hand-offs (`p2p`) per pass; MTP (`nextn` draft tokens) runs each decode step over batch × (nextn + 1)
+stage hand-offs (`p2p`) per pass; a cached prefix shortens prefill to isl − prefix tokens per request (attention
+scaled by SOL, ops/attention/context.py); MTP (`nextn` draft tokens) runs each decode step over batch × (nextn + 1)
 tokens with every generation op scaled by (layers + nextn) / layers; a MoE deployment's expert width
 moe_tp × moe_ep must equal tp × attention-dp (plan/space.py `check_moe_width`).
 """
@@ -62,9 +63,11 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
     return out
 
 
-def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon") -> dict:
+def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon",
+           prefix: int = 0) -> dict:
     """{"ttft_ms", "tpot_ms", "quants": {q: {quant, source}}, "context": {op: ms}, "generation": {op: ms}};
-    `model` is an HF id looked up in the model-config folders, or a ModelConfig read from a given path."""
+    `model` is an HF id looked up in the model-config folders, or a ModelConfig read from a given path; `prefix`:
+    cached tokens of each request's isl (prefill computes isl - prefix tokens per request)."""
     config = resolve_model(model)
     m = load_model(config)
     backends = m.family.get("backends")
@@ -76,7 +79,9 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
                                     f"{', '.join(backends)} only ({MODELS_YAML.name} `backends`), not {d.backend}")
     check_deploy(m, d, config)
     spec = est.spec(d.system)
-    context = price(est, pass_ops(m, d, batch * isl, True, batch, isl), spec, mode)
+    if not 0 <= prefix < isl:
+        raise UnsupportedModelError(f"{config.name}: prefix {prefix} must be in [0, isl {isl})")
+    context = price(est, pass_ops(m, d, batch * (isl - prefix), True, batch, isl, prefix=prefix), spec, mode)
     generation: dict[str, float] = {}
     stride = catalog()["decode_stride"]
     for i in range(0, osl - 1, stride):
@@ -105,14 +110,20 @@ def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
         plan.check(m, d, config)
 
 
-def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, seq: int) -> list:
+def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, seq: int, *, prefix: int = 0) -> list:
     """The op list of one forward pass with the deployment knobs applied: MTP on decode passes (batch × (nextn + 1)
-    tokens, every op × (layers + nextn) / layers) and the pp − 1 pipeline hand-offs of the pass's activations."""
+    tokens, every op × (layers + nextn) / layers), the pp − 1 pipeline hand-offs of the pass's activations, and a
+    cached prefix on context attention (GQA `attention` op; the other plans' attention ops take none: refused)."""
     plan = PLANS[m.family["kind"]]
     mtp = 1.0
     if not context and d.nextn > 0:
         tokens, batch, mtp = tokens * (d.nextn + 1), batch * (d.nextn + 1), (m.dims.layers + d.nextn) / m.dims.layers
     ops = plan.ops(m, d, tokens, context, batch, seq)
+    if prefix and context:
+        if not any(op == "attention" for _, op, _, _ in ops):
+            raise UnsupportedModelError(f"{m.name}: a cached prefix is priced for GQA attention only, not the "
+                                        f"{m.family['kind']} plan")
+        ops = [(n, op, {**q, "prefix": prefix} if op == "attention" else q, s) for n, op, q, s in ops]
     if d.pp > 1:
         ops.append(("p2p", "p2p", {"bytes": tokens * m.dims.hidden * 2}, d.pp - 1))
     return ops if mtp == 1.0 else [(name, op, query, scale * mtp) for name, op, query, scale in ops]

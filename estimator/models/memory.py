@@ -166,24 +166,28 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
 
 def deployment_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int = 1, moe_ep: int = 1,
                       quants: dict[str, str], batch: int, isl: int, osl: int, tokens: int | None = None,
-                      version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0) -> Memory:
+                      version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0, prefix: int = 0) -> Memory:
     """IO edge: read the model's HF config and the system YAML, then `footprint`.
 
-    tokens defaults to batch × isl (one prefill pass); KV holds isl + osl tokens per sequence."""
+    tokens defaults to batch × (isl − prefix) (one prefill pass over the uncached tokens); KV holds isl + osl tokens
+    per sequence."""
     arch, sized = sized_model(resolve_model(model))
     spec_path = Path(load_spec(system).source)
+    tokens = batch * (isl - prefix) if tokens is None else tokens
     return footprint(arch, sized, yaml.safe_load(spec_path.read_text()), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
-                     quants=quants, batch=batch, seq_tokens=isl + osl, tokens=batch * isl if tokens is None else tokens,
+                     quants=quants, batch=batch, seq_tokens=isl + osl, tokens=tokens,
                      version=version, source=str(spec_path), pp=pp, dp=dp, nextn=nextn)
 
 
 def static_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int, moe_ep: int, quants: dict,
-                  batch: int, isl: int, osl: int, version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0) -> dict | None:
+                  batch: int, isl: int, osl: int, version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0,
+                  prefix: int = 0) -> dict | None:
     """The `memory` object of `estimate static --json` (GiB per GPU), or None for an architecture memory.yaml
     cannot size. quants: labels by role, or static()'s {role: {"quant", "source"}}."""
     labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
     try:
         return deployment_memory(model, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, quants=labels,
-                                 batch=batch, isl=isl, osl=osl, version=version, pp=pp, dp=dp, nextn=nextn).as_json()
+                                 batch=batch, isl=isl, osl=osl, version=version, pp=pp, dp=dp, nextn=nextn,
+                                 prefix=prefix).as_json()
     except MemoryModelError:
         return None

@@ -198,9 +198,6 @@ class AggPlan:
 def agg_search(est, q: Question, *, top_n: int | None = None) -> AggPlan:
     """Answer the agg half of a planning question over `est`'s data (see the module docstring)."""
     q = resolve_version(est.source, q)
-    if q.prefix:
-        raise UnsupportedModelError("agg search: a cached prefix (--prefix) is not priced yet (context attention over "
-                                    "cached KV)")
     backend = rules()["backends"].get(q.backend)
     if backend is None:
         raise UnsupportedModelError(f"{AGG_YAML.name}: no agg scheduling rules for backend {q.backend!r}")
@@ -234,7 +231,8 @@ def agg_search(est, q: Question, *, top_n: int | None = None) -> AggPlan:
     mixed_keys = sorted({(pt.parallel, pt.ctx_tokens, pt.schedule.mix_gen) for pt in points})
     decode_keys = sorted({(pt.parallel, pt.schedule.decode_requests) for pt in points if pt.schedule.decode_requests})
     spec, mode = est.spec(q.system), q.database_mode
-    lists = [mixed_step(m, deploys[p], ctx_tokens=c, gen_requests=g, isl=q.isl, osl=q.osl) for p, c, g in mixed_keys]
+    lists = [mixed_step(m, deploys[p], ctx_tokens=c, gen_requests=g, isl=q.isl, osl=q.osl, prefix=q.prefix)
+             for p, c, g in mixed_keys]
     lists += [decode_step(m, deploys[p], gen_requests=g, isl=q.isl, osl=q.osl) for p, g in decode_keys]
     priced = _price_or_miss(est, lists, spec, mode)
     mixed = dict(zip(mixed_keys, priced[:len(mixed_keys)], strict=True))

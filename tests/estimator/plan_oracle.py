@@ -35,6 +35,10 @@ def run_default(q: Question, out: Path) -> dict[str, pl.DataFrame]:
            "--ttft", str(q.ttft), "--tpot", str(q.tpot), "--save-dir", str(out), "--log-level", "WARNING"]
     if q.version:
         cmd += ["--backend-version", q.version]
+    if q.prefix:
+        cmd += ["--prefix", str(q.prefix)]
+    if q.database_mode != "silicon":
+        cmd += ["--database-mode", q.database_mode.upper()]
     subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=600)
     (agg,) = out.glob("*/*/agg")
     return {name: pl.read_csv(agg / f"{file}.csv").select(list(AGG_COLUMNS)).rename(AGG_COLUMNS)

@@ -1,6 +1,6 @@
 """Static deployment knobs against aiconfigurator-core 0.12.0: pipeline parallelism, MTP draft tokens, attention data
-parallelism (vLLM MoE dispatch), every op of both phases; the MoE width rule (moe_tp x moe_ep = tp x attention-dp)
-refused as 0.12.0 refuses it."""
+parallelism (MoE dispatch per backend), cached prefix, every op of both phases; the MoE width rule
+(moe_tp x moe_ep = tp x attention-dp) refused as 0.12.0 refuses it."""
 
 from __future__ import annotations
 
@@ -27,17 +27,19 @@ DP_BACKENDS = [("sglang", "0.5.14", dict(tp=2, attention_dp=2, moe_ep=4), dict(t
                ("sglang", "0.5.14", dict(tp=1, attention_dp=4, moe_tp=4), dict(tp_size=1, attention_dp_size=4, moe_tp_size=4)),
                ("trtllm", "1.3.0rc20", dict(tp=1, attention_dp=8, moe_ep=8), dict(tp_size=1, attention_dp_size=8,
                                                                                   moe_ep_size=8))]
-CASES = ([("vllm", "0.24.0", *case) for case in KNOBS]
-         + [(be, ver, "Qwen/Qwen3-30B-A3B", ours, ref) for be, ver, ours, ref in DP_BACKENDS])
+PREFIX = [("vllm", "0.24.0", "Qwen/Qwen3-32B", dict(tp=2), dict(tp_size=2), 400),
+          ("trtllm", "1.3.0rc20", "Qwen/Qwen3-30B-A3B", dict(tp=2, moe_ep=2), dict(tp_size=2, moe_ep_size=2), 900)]
+CASES = ([("vllm", "0.24.0", *case, 0) for case in KNOBS]
+         + [(be, ver, "Qwen/Qwen3-30B-A3B", ours, ref, 0) for be, ver, ours, ref in DP_BACKENDS] + PREFIX)
 
 
-@pytest.mark.parametrize("backend,version,model,ours_kw,ref_kw", CASES)
-def test_knobs_match_reference_per_op(wheel_est, oracle, backend, version, model, ours_kw, ref_kw):
+@pytest.mark.parametrize("backend,version,model,ours_kw,ref_kw,prefix", CASES)
+def test_knobs_match_reference_per_op(wheel_est, oracle, backend, version, model, ours_kw, ref_kw, prefix):
     shape = dict(batch=8, isl=1000, osl=70)
-    ours = static(wheel_est, model, Deploy("h200_sxm", backend, version, **ours_kw), **shape)
+    ours = static(wheel_est, model, Deploy("h200_sxm", backend, version, **ours_kw), **shape, prefix=prefix)
     engine = oracle.EngineHandle.compile(model, "h200_sxm", backend, backend_version=version, **ref_kw)
-    ttft, gen_ms, _ = engine.run_static(batch_size=8, isl=1000, osl=70)
-    ctx_ops, gen_ops = engine.run_static_per_op(batch_size=8, isl=1000, osl=70)[:2]
+    ttft, gen_ms, _ = engine.run_static(batch_size=8, isl=1000, osl=70, prefix=prefix)
+    ctx_ops, gen_ops = engine.run_static_per_op(batch_size=8, isl=1000, osl=70, prefix=prefix)[:2]
     for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
         for name, ms, *_ in ref_ops:
             key = name.removeprefix(f"{phase}_")
