@@ -95,6 +95,7 @@ def register(app: typer.Typer) -> None:
         ttft: Annotated[float, Opt("--ttft", help="TTFT target, ms")],
         tpot: Annotated[float, Opt("--tpot", help="TPOT target, ms")],
         version: Annotated[str | None, Opt("--version", help="Backend version (default: the newest with GEMM data)")] = None,
+        prefix: Annotated[int, Opt("--prefix", help="Cached prefix tokens of every request (part of --isl)")] = 0,
         mode: Annotated[str, Opt("--mode", help="agg | disagg | all")] = "all",
         top_n: Annotated[int, Opt("--top-n", help="Configs kept per mode")] = 5,
         database_mode: Annotated[str, Opt("--database-mode", help="silicon | hybrid")] = "silicon",
@@ -122,7 +123,7 @@ def register(app: typer.Typer) -> None:
         if top_n < 1:
             fail("--top-n must be >= 1", code=EXIT_USAGE, as_json=as_json)
         try:
-            q = Question(model, system, backend, total_gpus, isl, osl, ttft, tpot, version=version,
+            q = Question(model, system, backend, total_gpus, isl, osl, ttft, tpot, version=version, prefix=prefix,
                          database_mode=database_mode.lower())
         except QuestionError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=as_json)

@@ -153,7 +153,8 @@ def as_json(answer: PlanAnswer) -> dict:
     q = answer.question
     out = {"question": {"model": q.model if isinstance(q.model, str) else q.model.name, "system": q.system,
                         "backend": q.backend, "version": q.version, "total_gpus": q.total_gpus, "isl": q.isl,
-                        "osl": q.osl, "ttft_ms": q.ttft, "tpot_ms": q.tpot, "database_mode": q.database_mode},
+                        "osl": q.osl, "prefix": q.prefix, "ttft_ms": q.ttft, "tpot_ms": q.tpot,
+                        "database_mode": q.database_mode},
            "best": answer.best}
     for mode, a in answer.modes.items():
         out[mode] = a.top

@@ -2,10 +2,10 @@
 
 Why: the disagg search (disagg.py) matches prefill workers with decode workers, so it needs each role's
 throughput and latency for every layout the role sweeps (plan/space.py) at every batch size that fits. As
-0.12.0 does: a prefill worker is one context pass of `batch` requests (TTFT = its latency × the prefill
-correction), a decode worker the decode steps of `batch` requests (TPOT = Σ steps / (osl − 1) × the decode
-correction, steps in strides of 32); a layout's batch sweep ends at the first size whose memory or KV budget
-does not fit. Every point of a role is priced in one batch call per op kind (plan/evaluate.py); metrics are
+0.12.0 does: a prefill worker is one context pass of `batch` requests (isl − prefix new tokens each; TTFT =
+its latency × the prefill correction), a decode worker the decode steps of `batch` requests (TPOT = Σ steps /
+(osl − 1) × the decode correction, steps in strides of 32); a layout's batch sweep ends at the first size whose
+memory or KV budget does not fit. Every point of a role is priced in one batch call per op kind (plan/evaluate.py); metrics are
 rounded to 0.001 as 0.12.0's worker tables are, since its matching and sorting read them rounded.
 """
 
@@ -58,7 +58,7 @@ def candidates(est, q: Question, role: str) -> tuple[pl.DataFrame, Misses]:
         d = replace(base, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, pp=p.pp, attention_dp=p.dp, nextn=q.nextn)
         fitting = []
         for b in batches:
-            mem = (memory.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * q.isl) if role == "prefill"
+            mem = (memory.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * (q.isl - q.prefix)) if role == "prefill"
                    else memory.worker(p, batch=b, seq_tokens=q.isl + q.osl, tokens=b, nextn=q.nextn))
             if not (mem.fits and mem.kv_fits):
                 break
@@ -84,7 +84,7 @@ def _latency(est, m, spec, q: Question, role: str, points) -> np.ndarray:
     """Corrected TTFT (prefill) or TPOT (decode) per point, ms; all points priced together."""
     mode = q.database_mode
     if role == "prefill":
-        lists = [pass_ops(m, d, b * q.isl, True, b, q.isl) for _, d, b, _ in points]
+        lists = [pass_ops(m, d, b * (q.isl - q.prefix), True, b, q.isl, prefix=q.prefix) for _, d, b, _ in points]
         priced = price_many(est, lists, spec, mode)
         return np.array([sum(ms.values()) for ms in priced]) * settings()["latency_correction"]["prefill"]
     stride = catalog()["decode_stride"]
