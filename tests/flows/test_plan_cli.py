@@ -78,9 +78,10 @@ def test_a_model_that_fits_nowhere_says_so():
 
 
 def test_missing_data_is_named():
-    res = _plan(*QWEN[:4], "--system", "l4", "--backend", "sglang", *QWEN[8:], "--tpot", "30", "--json")
+    res = _plan(*QWEN[:4], "--system", "l4", "--backend", "sglang", *QWEN[8:], "--tpot", "30", "--json", "--mode", "disagg")
     assert res.exit_code == 1
-    assert "l4" in json.loads(res.stdout)["error"]
+    reason = json.loads(res.stdout)["reasons"]["disagg"]
+    assert "missing data" in reason and "gemm_perf" in reason and "l4" in reason
 
 
 @pytest.mark.parametrize("extra", [["--mode", "both"], ["--top-n", "0"], ["--warehouse", "x"], ["--isl", "0"]])
