@@ -22,10 +22,8 @@ from perfledger.estimator.plan.rate_match import Pools, match
 
 DISAGG_YAML = Path(__file__).with_name("disagg.yaml")
 
-# replica row columns: totals, then the prefill and decode sides (prefix p_ / d_)
+# the columns of each side of a replica row (prefixed p_ / d_), `workers` first
 SIDE = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "global_batch", "gpus", "seq_s")
-TOTALS = ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms", "request_latency_ms", "concurrency",
-          "seq_per_s", "seq_per_s_per_gpu", "tokens_per_s", "gpus")
 
 
 @cache

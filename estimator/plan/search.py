@@ -28,13 +28,13 @@ TOTAL_KEYS = ("tokens_per_s_per_gpu", "tokens_per_s_per_gpu_cluster", "tokens_pe
 
 @dataclass(frozen=True)
 class Feasible:
-    """A mode search's answer: its feasible rows, the layout label per row (top-N groups by it), why it is empty."""
+    """The disagg search's answer: its feasible rows, the decode layout label per row (top-N groups by it), why it is
+    empty."""
 
     rows: pl.DataFrame
     layouts: list[str]
     reason: str | None = None
     warnings: tuple[str, ...] = ()
-    object_sort: bool = False  # 0.12.0 sorts this mode's frame as objects (ties then fall as they do there)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def search_disagg(est, q: Question) -> Feasible:
     warnings = _misses("prefill", p_miss) + _misses("decode", d_miss)
     if not prefill.height or not decode.height:
         role, miss = ("prefill", p_miss) if not prefill.height else ("decode", d_miss)
-        return Feasible(pl.DataFrame(), [], _empty_role(role, miss), warnings, True)
+        return Feasible(pl.DataFrame(), [], _empty_role(role, miss), warnings)
     rows = disagg.replicas(prefill, decode, osl=q.osl, ttft=q.ttft, tpot_targets=disagg.tpot_sweep(), backend=q.backend,
                            total_gpus=q.total_gpus)
     if not rows.height:
@@ -85,9 +85,9 @@ def search_disagg(est, q: Question) -> Feasible:
         reason = (f"too tight: TTFT {q.ttft:g} ms; the fastest prefill worker's queue-corrected TTFT is {fastest:.1f} ms"
                   if fastest >= q.ttft else "too tight: no prefill and decode pair forms a replica within "
                   f"{q.total_gpus} GPUs under the TPOT sweep")
-        return Feasible(rows, [], reason, warnings, True)
+        return Feasible(rows, [], reason, warnings)
     side = rows.select(*(pl.col(f"d_{c}").alias(c) for c in ("tp", "pp", "dp", "moe_tp", "moe_ep")))
-    return Feasible(rows, disagg.parallel_key(side), None, warnings, True)
+    return Feasible(rows, disagg.parallel_key(side), None, warnings)
 
 
 def _row_json(mode: str, row: dict) -> dict:
@@ -107,7 +107,8 @@ def answer_disagg(est, q: Question, top_n: int) -> ModeAnswer:
     if not found.rows.height:
         return ModeAnswer("disagg", [], [], found.reason, found.warnings)
     rows = pareto.with_cluster(found.rows, q.total_gpus)
-    front = pareto.pareto_front(rows, "tokens_per_s_per_user", pareto.CLUSTER, object_order=found.object_sort)
+    # 0.12.0 sorts the disagg frame as objects (its concat starts from an empty frame): ties fall as they do there
+    front = pareto.pareto_front(rows, "tokens_per_s_per_user", pareto.CLUSTER, object_order=True)
     top = pareto.top(rows, tpot_target=q.tpot, group=found.layouts, top_n=top_n)
     reason = None
     if not top.height:
