@@ -22,6 +22,7 @@ from functools import cache
 from math import ceil, log2
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import yaml
 
@@ -299,13 +300,16 @@ def select(frame: pl.DataFrame, q: Question, *, top_n: int | None = None) -> Agg
     top_n = sweep["top_n"] if top_n is None else top_n
     r = frame.with_row_index("_order").with_columns(
         pl.col(c).round(3).alias(f"{c}_r") for c in ("seq_per_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "tpot_ms"))
-    picked = []
-    for parallel in r["parallel"].unique(maintain_order=True):
-        own = r.filter(pl.col("parallel") == parallel)
+    picked: list[int] = []  # row orders, parallel-major, then threshold, then seq/s rank (0.12.0's concat order)
+    tpot, seq = r["tpot_ms"].to_numpy(), r["seq_per_s_r"].to_numpy()
+    parallel = r["parallel"].to_numpy()
+    for label in r["parallel"].unique(maintain_order=True):
+        rows = np.flatnonzero(parallel == label)
+        ranked = rows[np.argsort(-seq[rows], kind="stable")]
         for threshold in tpot_thresholds():
-            best = own.filter(pl.col("tpot_ms") <= threshold).sort("seq_per_s_r", descending=True, maintain_order=True)
-            picked.append(best.head(sweep["top_per_threshold"]))
-    candidates = (pl.concat(picked).unique("_order", keep="first", maintain_order=True) if picked else r.clear())
+            picked += ranked[tpot[ranked] <= threshold][:sweep["top_per_threshold"]].tolist()
+    first = list(dict.fromkeys(picked))
+    candidates = r[first] if first else r.clear()
     candidates = candidates.sort("tokens_per_s_per_gpu_r", descending=True, maintain_order=True)
     n = q.total_gpus
     candidates = candidates.with_columns(
