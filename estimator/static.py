@@ -95,11 +95,13 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
 
 def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
     """Deployments that do not exist are refused, not priced: sizes below 1, a MoE width unequal to the attention
-    width, attention data parallelism on a dense model, and the plan's own refusals."""
+    width or EP wider than the experts, attention data parallelism on a dense model, and the plan's own refusals."""
     if min(d.tp, d.pp, d.attention_dp, d.moe_tp, d.moe_ep) < 1 or d.nextn < 0:
         raise UnsupportedModelError(f"{config.name}: tp, pp, attention-dp, moe_tp, moe_ep must be >= 1, nextn >= 0")
     if m.dims.experts:
         check_moe_width(d.tp, d.attention_dp, d.moe_tp, d.moe_ep, where=config.name)
+        if d.moe_ep > m.dims.experts:
+            raise UnsupportedModelError(f"{config.name}: moe_ep {d.moe_ep} exceeds the {m.dims.experts} experts")
     elif d.attention_dp > 1:
         raise UnsupportedModelError(f"{config.name}: attention data parallelism needs a MoE model (dense: scale replicas)")
     plan = PLANS[m.family["kind"]]

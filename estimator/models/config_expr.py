@@ -24,12 +24,6 @@ _COMPARE = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.
 _CALLS = {"max": max, "min": min}
 
 
-@lru_cache(maxsize=1024)
-def _parsed(expr: str) -> ast.Expression:
-    """Parsed once per expression text: a search sizes thousands of deployments with the same few spec expressions."""
-    return ast.parse(expr, mode="eval")
-
-
 def evaluate(expr: str, names: dict[str, Any], where: str) -> Any:
     """Arithmetic/comparison/and-or over `names` (no attribute access, no other calls)."""
 
@@ -54,6 +48,12 @@ def evaluate(expr: str, names: dict[str, Any], where: str) -> Any:
         raise ConfigExprError(f"{where}: unsupported expression {expr!r}")
 
     try:
-        return walk(_parsed(str(expr)))
+        return walk(_parse(str(expr)))
     except SyntaxError:
         raise ConfigExprError(f"{where}: not an expression: {expr!r}") from None
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str) -> ast.Expression:
+    """Specs repeat a few expressions over many deployments (a plan search sizes thousands): parse each once."""
+    return ast.parse(text, mode="eval")

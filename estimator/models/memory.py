@@ -120,19 +120,20 @@ def kv_budget_bytes(rule: dict, version: str, capacity: float, non_kv: float) ->
 def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, tp: int, moe_tp: int, moe_ep: int,
               quants: dict[str, str], batch: int, seq_tokens: int, tokens: int, version: str = "",
               source: str = "system yaml", pp: int = 1, dp: int = 1, nextn: int = 0,
-              decode_tokens: int | None = None) -> Memory:
+              decode_tokens: int | None = None, terms: list[tuple[str, float]] | None = None) -> Memory:
     """The per-GPU memory of one replica shard (pure: the model, the parsed system YAML, the deployment).
 
     seq_tokens: KV slots per sequence (isl + osl); tokens: tokens in one forward pass (activations);
     version: the backend version (vLLM's default memory fraction depends on it). pp: pipeline stages (weights
     split across them, KV not); dp: attention data parallelism (the MoE workspace spans every rank's tokens);
     nextn: MTP draft tokens, which scale decode activations by nextn + 1: only the `decode_tokens` share of a
-    mixed step when given, else every token."""
+    mixed step when given, else every token. terms: this deployment's `weight_bytes`, when the caller sized them
+    already (a search sizes one parallel configuration at many batches)."""
     doc, entry = _doc(), _architecture(arch)
     if backend not in doc["backends"]:
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
     dims, names = model.dims, {**model.as_mapping(), "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep}
-    terms = weight_bytes(arch, names, quants)
+    terms = weight_bytes(arch, names, quants) if terms is None else terms
     kv_label = quants.get("kv", "bfloat16")
     if kv_label not in doc["kv_bytes"]:
         raise MemoryModelError(f"{MEMORY_YAML.name} kv_bytes: unknown KV quant {kv_label!r}")

@@ -22,6 +22,7 @@ from functools import cache
 from math import ceil, log2
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import yaml
 
@@ -88,15 +89,16 @@ class Schedule:
 
     mix_steps: int
     mix_gen: int  # decode requests in a mixed step
-    decode_steps: int
+    decode_steps: float  # fractional under speculative progress
     decode_requests: int
     tpot_mix_steps: int
     ctx_steps: int  # mixed steps until every request has its context
 
 
-def schedule(backend: dict, b: int, ctx: int, isl: int, osl: int) -> Schedule:
+def schedule(backend: dict, b: int, ctx: int, isl: int, osl: int, progress: float = 1.0) -> Schedule:
+    """progress: output tokens a decode step commits per request (1 + accepted MTP drafts)."""
     steps = ceil(isl * b / ctx)
-    iterations = osl  # 1 + (osl - 1) decode iterations of one token each
+    iterations = 1 + max(osl - 1, 0) / progress
     if b == 1:
         return Schedule(1, 0, max(iterations - 1, 0), 1, 0, steps)
     if backend["gen_requests"] == "serial_prefill" or steps < iterations:
@@ -141,10 +143,12 @@ def worker_memory(mm: MemoryModel, backend: dict, p: Parallel, b: int, ctx: int,
     return max(first, decode, key=lambda m: m.total)
 
 
-def sweep_points(mm: MemoryModel, backend: dict, p: Parallel, isl: int, osl: int, nextn: int) -> tuple[list[Point], bool, bool]:
+def sweep_points(mm: MemoryModel, backend: dict, p: Parallel, isl: int, osl: int, nextn: int,
+                 progress: float = 1.0) -> tuple[list[Point], bool, bool]:
     """The operating points of one configuration 0.12.0 evaluates, in its order: (points, some point fit the
     model, some point fit model and KV). A batch's larger context budgets are skipped after the first that does
-    not fit; points whose decode share repeats an already seen balanced share are skipped."""
+    not fit; points whose decode share repeats an already seen balanced share are skipped (not under speculative
+    progress, where 0.12.0 evaluates every point)."""
     budgets, capped, out = ctx_budgets(isl), [], []
     saw_model = saw_kv = False
     for b in batch_sizes():
@@ -153,7 +157,7 @@ def sweep_points(mm: MemoryModel, backend: dict, p: Parallel, isl: int, osl: int
             if b - chunk < 0 or (b > 1 and b - chunk < 1):
                 break
             balance = isl * b / ctx / osl
-            if balance > 1:
+            if progress == 1.0 and balance > 1:
                 gen = b // balance
                 if gen > 1 and gen in capped:
                     continue
@@ -163,7 +167,7 @@ def sweep_points(mm: MemoryModel, backend: dict, p: Parallel, isl: int, osl: int
             saw_kv |= memory.fits and memory.kv_fits
             if not (memory.fits and memory.kv_fits):
                 break
-            out.append(Point(p, b, ctx, schedule(backend, b, ctx, isl, osl), memory))
+            out.append(Point(p, b, ctx, schedule(backend, b, ctx, isl, osl, progress), memory))
     return out, saw_model, saw_kv
 
 
@@ -208,8 +212,8 @@ def agg_search(est, q: Question, *, top_n: int | None = None) -> AggPlan:
     base = Deploy(q.system, q.backend, q.version, nextn=q.nextn, **{f"{r}_quant": v for r, v in labels.items()})
     if m.family.get("backends") and q.backend not in m.family["backends"]:
         raise UnsupportedModelError(f"{config.name}: no layer plan for backend {q.backend}")
-    warnings = [] if not q.nextn else [f"nextn {q.nextn}: decode steps price nextn + 1 tokens; draft acceptance "
-                                       "(0.12.0's speculative projection) is not modelled, one token per step"]
+    warnings = [] if not q.nextn or q.nextn_accepted is not None else [
+        f"nextn {q.nextn} without nextn_accepted: decode steps price nextn + 1 tokens and commit one token each"]
     try:
         mm = memory_model(config, q.system, q.backend, q.version, labels)
     except MemoryModelError as exc:
@@ -224,7 +228,7 @@ def agg_search(est, q: Question, *, top_n: int | None = None) -> AggPlan:
             warnings.append(f"{p.label}: skipped ({exc})")
             continue
         deploys[p] = d
-        found, fit_model, fit_kv = sweep_points(mm, backend, p, q.isl, q.osl, q.nextn)
+        found, fit_model, fit_kv = sweep_points(mm, backend, p, q.isl, q.osl, q.nextn, q.decode_progress)
         points += found
         saw_model |= fit_model
         saw_kv |= fit_kv
@@ -265,7 +269,7 @@ def _metrics(backend: dict, layers: int, q: Question, pt: Point, mix_ms: float, 
     dispatch = layers * backend["dispatch_ms_per_layer"]
     ttft = (mix_ms * ceil(isl / pt.ctx_tokens) + dispatch) * ttft_queue_factor(backend, b, s.ctx_steps)
     tpot_steps = s.tpot_mix_steps + s.decode_steps
-    tpot = (mix_ms * s.tpot_mix_steps + dec_ms * s.decode_steps) / tpot_steps if tpot_steps > 0 else 0.0
+    tpot = (mix_ms * s.tpot_mix_steps + dec_ms * s.decode_steps) / tpot_steps / q.decode_progress if tpot_steps > 0 else 0.0
     total = s.mix_steps * mix_ms + s.decode_steps * dec_ms
     tput = 1000 / total * b * (osl - 1) if osl > 1 and total > 0 else 0.0
     latency = ttft + tpot * max(osl - 1, 0)
@@ -296,13 +300,16 @@ def select(frame: pl.DataFrame, q: Question, *, top_n: int | None = None) -> Agg
     top_n = sweep["top_n"] if top_n is None else top_n
     r = frame.with_row_index("_order").with_columns(
         pl.col(c).round(3).alias(f"{c}_r") for c in ("seq_per_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "tpot_ms"))
-    picked = []
-    for parallel in r["parallel"].unique(maintain_order=True):
-        own = r.filter(pl.col("parallel") == parallel)
+    picked: list[int] = []  # row orders, parallel-major, then threshold, then seq/s rank (0.12.0's concat order)
+    tpot, seq = r["tpot_ms"].to_numpy(), r["seq_per_s_r"].to_numpy()
+    parallel = r["parallel"].to_numpy()
+    for label in r["parallel"].unique(maintain_order=True):
+        rows = np.flatnonzero(parallel == label)
+        ranked = rows[np.argsort(-seq[rows], kind="stable")]
         for threshold in tpot_thresholds():
-            best = own.filter(pl.col("tpot_ms") <= threshold).sort("seq_per_s_r", descending=True, maintain_order=True)
-            picked.append(best.head(sweep["top_per_threshold"]))
-    candidates = (pl.concat(picked).unique("_order", keep="first", maintain_order=True) if picked else r.clear())
+            picked += ranked[tpot[ranked] <= threshold][:sweep["top_per_threshold"]].tolist()
+    first = list(dict.fromkeys(picked))
+    candidates = r[first] if first else r.clear()
     candidates = candidates.sort("tokens_per_s_per_gpu_r", descending=True, maintain_order=True)
     n = q.total_gpus
     candidates = candidates.with_columns(

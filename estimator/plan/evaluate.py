@@ -36,11 +36,13 @@ def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon") -> list
                 groups.append((i, name, query["groups"], scale))
             else:
                 pending[op].append((i, name, query, scale))
-    for op, rows in pending.items():
-        frame = pl.DataFrame([q for _, _, q, _ in rows], infer_schema_length=None)
+    for op, rows in pending.items():  # identical queries (steps sharing a shape) are answered once
+        unique: dict[tuple, int] = {}
+        slots = [unique.setdefault(tuple(sorted(q.items())), len(unique)) for _, _, q, _ in rows]
+        frame = pl.DataFrame([dict(key) for key in unique], infer_schema_length=None)
         latency = estimate(est, op, frame, mode=mode)["latency_ms"].to_numpy()
-        for (i, name, _, scale), ms in zip(rows, latency, strict=True):
-            out[i][name] = float(ms) * scale
+        for (i, name, _, scale), slot in zip(rows, slots, strict=True):
+            out[i][name] = float(latency[slot]) * scale
     if groups:  # parallel op groups (decode streams): the slower group's sum
         flat = [g for _, _, gs, _ in groups for g in gs]
         priced = iter(price_many(est, flat, spec, mode))

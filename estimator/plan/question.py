@@ -37,6 +37,7 @@ class Question:
     version: str | None = None
     prefix: int = 0  # cached prefix tokens of every request (part of isl)
     nextn: int = 0  # MTP draft tokens per decode step
+    nextn_accepted: float | None = None  # mean accepted draft tokens per decode step (0..nextn); None: 0
     database_mode: str = "silicon"
     gemm_quant: str | None = None
     moe_quant: str | None = None
@@ -50,8 +51,15 @@ class Question:
             raise QuestionError(f"prefix must be in [0, isl) (got {self.prefix}, isl {self.isl})")
         if self.nextn < 0 or self.ttft <= 0 or self.tpot <= 0:
             raise QuestionError(f"nextn must be >= 0 and ttft, tpot > 0 (got {self.nextn}, {self.ttft}, {self.tpot})")
+        if self.nextn_accepted is not None and not 0 <= self.nextn_accepted <= self.nextn:
+            raise QuestionError(f"nextn_accepted must be in [0, nextn {self.nextn}] (got {self.nextn_accepted})")
         if self.database_mode not in DATABASE_MODES:
             raise QuestionError(f"database mode {self.database_mode!r}: one of {', '.join(DATABASE_MODES)}")
+
+    @property
+    def decode_progress(self) -> float:
+        """Output tokens a decode step commits per request: 1 + the accepted draft tokens."""
+        return 1.0 + (self.nextn_accepted or 0.0)
 
     @property
     def quants(self) -> dict[str, str | None]:

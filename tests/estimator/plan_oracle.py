@@ -37,6 +37,8 @@ def run_default(q: Question, out: Path) -> dict[str, pl.DataFrame]:
         cmd += ["--backend-version", q.version]
     if q.prefix:
         cmd += ["--prefix", str(q.prefix)]
+    if q.nextn:
+        cmd += ["--nextn", str(q.nextn), "--nextn-accepted", str(q.nextn_accepted or 0)]
     if q.database_mode != "silicon":
         cmd += ["--database-mode", q.database_mode.upper()]
     subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=600)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from perfledger.estimator.plan.agg import agg_search, best_steps, ctx_budgets, rules, schedule
+from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, QuestionError
 from perfledger.estimator.plan.space import Parallel, enumerate_parallel
 
@@ -95,3 +98,14 @@ def test_no_fit_and_too_tight_name_the_reason(wheel_est):
     assert tight.top.is_empty() and tight.reason.startswith("SLA too tight")
     big = agg_search(wheel_est, Question("Qwen/Qwen3-235B-A22B", "h200_sxm", "vllm", 1, 4000, 500, 2000, 30))
     assert big.top.is_empty() and big.reason.startswith("does not fit")
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=40))
+def test_pareto_front_keeps_exactly_the_undominated_points(points):
+    frame = pl.DataFrame({"x": [float(x) for x, _ in points], "y": [float(y) for _, y in points]})
+    front = pareto_front(frame, "x", "y")
+    kept = set(front.select("x", "y").rows())
+    assert front["x"].is_sorted() and front.height == len(kept)  # one row per distinct point
+    for x, y in set(points):
+        dominated = any(a >= x and b >= y and (a, b) != (x, y) for a, b in points)
+        assert ((float(x), float(y)) in kept) == (not dominated)
