@@ -32,6 +32,10 @@ def register(app: typer.Typer) -> None:
         tp: int = typer.Option(1, help="Attention tensor parallel size"),
         moe_tp: int = typer.Option(1, help="MoE tensor parallel size"),
         moe_ep: int = typer.Option(1, help="MoE expert parallel size"),
+        pp: int = typer.Option(1, help="Pipeline parallel size (every layer stays on the serial path, + pp-1 hand-offs)"),
+        attention_dp: int = typer.Option(1, "--attention-dp", help="Attention data-parallel ranks (MoE models)"),
+        nextn: int = typer.Option(0, help="MTP draft tokens per decode step"),
+        prefix: int = typer.Option(0, help="Cached prefix tokens of each request (part of --isl)"),
         batch: int = typer.Option(..., help="Batch size"),
         isl: int = typer.Option(..., help="Input sequence length"),
         osl: int = typer.Option(..., help="Output sequence length"),
@@ -60,9 +64,11 @@ def register(app: typer.Typer) -> None:
 
         def priced(how: str):
             config = model_for(model, model_config)
-            deploy = Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, gemm_quant=gemm_quant,
+            deploy = Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, pp=pp, attention_dp=attention_dp,
+                            nextn=nextn, gemm_quant=gemm_quant,
                             moe_quant=moe_quant, kv_quant=kv_quant, fmha_quant=fmha_quant)
-            return config, static(_source(data, warehouse), config, deploy, batch=batch, isl=isl, osl=osl, mode=how)
+            return config, static(_source(data, warehouse), config, deploy, batch=batch, isl=isl, osl=osl, mode=how,
+                                  prefix=prefix)
 
         def compute():
             from perfledger.estimator.errors import NoDataError
@@ -74,10 +80,14 @@ def register(app: typer.Typer) -> None:
                     raise
                 raise NoDataError(f"{exc}; hint: {hybrid_hint(lambda: priced('hybrid')[1], mode.lower())}") from None
             return result, static_memory(config, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
-                                         quants=result["quants"], batch=batch, isl=isl, osl=osl, version=version)
+                                         quants=result["quants"], batch=batch, isl=isl, osl=osl, version=version,
+                                         pp=pp, dp=attention_dp, nextn=nextn, prefix=prefix)
 
         usage = ("give --model or --model-config" if not (model or model_config)
-                 else "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1 else None)
+                 else "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1
+                 else "--tp, --pp, --attention-dp, --moe-tp, --moe-ep must be >= 1 and --nextn >= 0"
+                 if min(tp, pp, attention_dp, moe_tp, moe_ep) < 1 or nextn < 0
+                 else "--prefix must be in [0, --isl)" if not 0 <= prefix < isl else None)
         result, memory = _priced(compute, as_json, usage)
         out = {k: result[k] for k in ("ttft_ms", "tpot_ms", "quants")}
         out["memory"] = memory

@@ -3,6 +3,11 @@
 TTFT = Σ context ops × scale; TPOT = Σ over decode steps (stride 32, weighted by repeats) / (osl − 1).
 The op list of one forward pass comes from the architecture's layer plan (models/plans/registry.py);
 quants left unset on the `Deploy` follow the checkpoint (quant/checkpoint.py), else bfloat16.
+Deployment knobs, as 0.12.0 prices them: pipeline stages keep every layer on the serial path and add pp − 1
+stage hand-offs (`p2p`) per pass; a cached prefix shortens prefill to isl − prefix tokens per request (attention
+scaled by SOL, ops/attention/context.py); MTP (`nextn` draft tokens) runs each decode step over batch × (nextn + 1)
+tokens with every generation op scaled by (layers + nextn) / layers; a MoE deployment's expert width
+moe_tp × moe_ep must equal tp × attention-dp (plan/space.py `check_moe_width`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
 from perfledger.estimator.models.plans.registry import PLANS, load_model
+from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.plan.evaluate import p2p_latency
+from perfledger.estimator.plan.space import check_moe_width
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 
 
@@ -27,6 +35,9 @@ class Deploy:
     tp: int = 1
     moe_tp: int = 1
     moe_ep: int = 1
+    pp: int = 1
+    attention_dp: int = 1  # attention data-parallel ranks, each with its own batch
+    nextn: int = 0  # MTP draft tokens per decode step
     # None: the checkpoint's quant (its quantization_config / hf_quant_config), else bfloat16
     gemm_quant: str | None = None
     moe_quant: str | None = None
@@ -40,6 +51,8 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
     for name, op, query, scale in ops:
         if op == "mem":
             out[name] = float(mem_op_latency(query["bytes"], spec)) * scale
+        elif op == "p2p":
+            out[name] = p2p_latency(query["bytes"], spec) * scale
         elif op == "allreduce" and query["tp"] <= 1:
             out[name] = 0.0
         elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
@@ -50,28 +63,69 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
     return out
 
 
-def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon") -> dict:
+def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon",
+           prefix: int = 0) -> dict:
     """{"ttft_ms", "tpot_ms", "quants": {q: {quant, source}}, "context": {op: ms}, "generation": {op: ms}};
-    `model` is an HF id looked up in the model-config folders, or a ModelConfig read from a given path."""
+    `model` is an HF id looked up in the model-config folders, or a ModelConfig read from a given path; `prefix`:
+    cached tokens of each request's isl (prefill computes isl - prefix tokens per request)."""
     config = resolve_model(model)
     m = load_model(config)
-    plan, backends = PLANS[m.family["kind"]], m.family.get("backends")
+    backends = m.family.get("backends")
     quants = resolve_quants(config, d.backend, {"gemm": d.gemm_quant, "moe": d.moe_quant,
                                                 "kv": d.kv_quant, "fmha": d.fmha_quant})
     d = replace(d, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
     if backends and d.backend not in backends:
         raise UnsupportedModelError(f"{config.name}: the {m.family['kind']} layer plan is assembled for backends "
                                     f"{', '.join(backends)} only ({MODELS_YAML.name} `backends`), not {d.backend}")
-    if plan.check is not None:
-        plan.check(m, d, config)
+    check_deploy(m, d, config)
     spec = est.spec(d.system)
-    context = price(est, plan.ops(m, d, batch * isl, True, batch, isl), spec, mode)
+    if not 0 <= prefix < isl:
+        raise UnsupportedModelError(f"{config.name}: prefix {prefix} must be in [0, isl {isl})")
+    context = price(est, pass_ops(m, d, batch * (isl - prefix), True, batch, isl, prefix=prefix), spec, mode)
     generation: dict[str, float] = {}
     stride = catalog()["decode_stride"]
     for i in range(0, osl - 1, stride):
         repeat = min(stride, osl - 1 - i)
-        for name, ms in price(est, plan.ops(m, d, batch, False, batch, isl + i + 1), spec, mode).items():
+        for name, ms in price(est, pass_ops(m, d, batch, False, batch, isl + i + 1), spec, mode).items():
             generation[name] = generation.get(name, 0.0) + ms * repeat
     ttft = sum(context.values())
     tpot = sum(generation.values()) / (osl - 1) if osl > 1 else 0.0
     return {"ttft_ms": ttft, "tpot_ms": tpot, "quants": quants, "context": context, "generation": generation}
+
+
+def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
+    """Deployments that do not exist are refused, not priced: sizes below 1, a MoE width unequal to the attention
+    width or EP wider than the experts, attention data parallelism on a dense model, and the plan's own refusals."""
+    if min(d.tp, d.pp, d.attention_dp, d.moe_tp, d.moe_ep) < 1 or d.nextn < 0:
+        raise UnsupportedModelError(f"{config.name}: tp, pp, attention-dp, moe_tp, moe_ep must be >= 1, nextn >= 0")
+    if m.dims.experts:
+        check_moe_width(d.tp, d.attention_dp, d.moe_tp, d.moe_ep, where=config.name)
+        if d.moe_ep > m.dims.experts:
+            raise UnsupportedModelError(f"{config.name}: moe_ep {d.moe_ep} exceeds the {m.dims.experts} experts")
+    elif d.attention_dp > 1:
+        raise UnsupportedModelError(f"{config.name}: attention data parallelism needs a MoE model (dense: scale replicas)")
+    plan = PLANS[m.family["kind"]]
+    if d.attention_dp > 1 and m.family["kind"] != "moe":
+        raise UnsupportedModelError(f"{config.name}: attention-dp {d.attention_dp} is priced for the GQA MoE plan only, "
+                                    f"not {m.family['kind']}")
+    if plan.check is not None:
+        plan.check(m, d, config)
+
+
+def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, seq: int, *, prefix: int = 0) -> list:
+    """The op list of one forward pass with the deployment knobs applied: MTP on decode passes (batch × (nextn + 1)
+    tokens, every op × (layers + nextn) / layers), the pp − 1 pipeline hand-offs of the pass's activations, and a
+    cached prefix on context attention (GQA `attention` op; the other plans' attention ops take none: refused)."""
+    plan = PLANS[m.family["kind"]]
+    mtp = 1.0
+    if not context and d.nextn > 0:
+        tokens, batch, mtp = tokens * (d.nextn + 1), batch * (d.nextn + 1), (m.dims.layers + d.nextn) / m.dims.layers
+    ops = plan.ops(m, d, tokens, context, batch, seq)
+    if prefix and context:
+        if not any(op == "attention" for _, op, _, _ in ops):
+            raise UnsupportedModelError(f"{m.name}: a cached prefix is priced for GQA attention only, not the "
+                                        f"{m.family['kind']} plan")
+        ops = [(n, op, {**q, "prefix": prefix} if op == "attention" else q, s) for n, op, q, s in ops]
+    if d.pp > 1:
+        ops.append(("p2p", "p2p", {"bytes": tokens * m.dims.hidden * 2}, d.pp - 1))
+    return ops if mtp == 1.0 else [(name, op, query, scale * mtp) for name, op, query, scale in ops]

@@ -91,6 +91,7 @@ STAGE_CLIS = (
     "perfledger.ledger.cli",
     "perfledger.collector.cli",
     "perfledger.estimator.cli",
+    "perfledger.flows.plan_cli",
 )
 
 for _module in STAGE_CLIS:

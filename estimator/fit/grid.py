@@ -26,6 +26,7 @@ class Grid:
     sol: Callable[[dict], float]
     sqrt_axes: frozenset = frozenset()
     _leaves: tuple | None = field(default=None, repr=False)
+    _keys: dict = field(default_factory=dict, repr=False)  # id(node) -> its sorted keys (the tree is never mutated)
 
 
 def coordinate_grid(axes: tuple[str, ...], rows, sol, sqrt_axes=()) -> Grid:
@@ -66,7 +67,9 @@ def _descend(g: Grid, node, level: int, q: dict):
     leaf = level == len(g.axes) - 1
     if x in node:
         return node[x] if leaf else _descend(g, node[x], level + 1, q)
-    keys = sorted(node)
+    keys = g._keys.get(id(node))
+    if keys is None:
+        keys = g._keys[id(node)] = sorted(node)
     if x < keys[0] or x > keys[-1]:
         return None
     i = bisect.bisect_left(keys, x)
@@ -100,19 +103,27 @@ def _leaves(g: Grid):
         pts = np.log2(np.maximum(np.asarray(coords, dtype=np.float64), 1e-9))
         util = np.array([g.sol(dict(zip(g.axes, c, strict=True))) / lat if lat > 0 else 0.0
                          for c, lat in zip(coords, lats, strict=True)])
-        g._leaves = (pts, util)
+        ok = util > 0
+        g._leaves = (pts[ok], util[ok])
     return g._leaves
 
 
+def _nearest(d: np.ndarray, k: int) -> np.ndarray:
+    """The first k of a stable argsort of d (ties by index), without sorting every leaf."""
+    if len(d) <= k:
+        return np.argsort(d, kind="stable")
+    kth = np.partition(d, k - 1)[k - 1]
+    within = np.flatnonzero(d <= kth)
+    return within[np.argsort(d[within], kind="stable")][:k]
+
+
 def _transfer(g: Grid, q: dict) -> float | None:
-    pts, util = _leaves(g)
-    ok = util > 0
-    if not ok.any():
+    pts, u = _leaves(g)
+    if not len(u):
         return None
     qp = np.log2(np.maximum(np.array([q[a] for a in g.axes], dtype=np.float64), 1e-9))
-    d = np.sqrt(((pts[ok] - qp) ** 2).sum(axis=1))
-    u = util[ok]
-    order = np.argsort(d, kind="stable")
+    d = np.sqrt(((pts - qp) ** 2).sum(axis=1))
+    order = _nearest(d, NN_LEAVES + 1)
     near, dn = order[:NN_LEAVES], d[order[:NN_LEAVES]]
     if len(order) > NN_LEAVES:
         r = d[order[NN_LEAVES]]
@@ -133,3 +144,94 @@ def evaluate(g: Grid, q: dict) -> tuple[float | None, bool]:
     if value is not None:
         return value, False
     return _transfer(g, q), True
+
+
+def evaluate_many(g: Grid, coords: dict[str, np.ndarray], sol_many: Callable[[dict], np.ndarray]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """`evaluate` over many queries at once: (latency, transferred) arrays, NaN where even the transfer has no leaf.
+
+    coords: one array per axis (the values `evaluate` would get); sol_many: the Grid's SOL over such arrays. The
+    arithmetic is `evaluate`'s, element by element (same blend, ragged rescale, nearest leaves and weights), so
+    each answer equals the one-query answer bit for bit; queries sharing a node descend it together.
+    """
+    n = len(coords[g.axes[0]])
+    values = _descend_many(g, g.tree, 0, coords, np.arange(n), sol_many)
+    transferred = np.isnan(values)
+    if transferred.any():
+        values[transferred] = _transfer_many(g, {a: c[transferred] for a, c in coords.items()}, sol_many)
+    return values, transferred
+
+
+def _node_keys(g: Grid, node) -> np.ndarray:
+    keys = g._keys.get(("array", id(node)))
+    if keys is None:
+        keys = g._keys[("array", id(node))] = np.array(sorted(node))
+    return keys
+
+
+def _descend_many(g: Grid, node, level: int, coords: dict, idx: np.ndarray, sol_many) -> np.ndarray:
+    axis = g.axes[level]
+    x = coords[axis][idx]
+    leaf = level == len(g.axes) - 1
+    keys = _node_keys(g, node)
+    out = np.full(len(idx), np.nan)
+
+    def below(key, rows):
+        child = node[key.item()]
+        return np.full(rows.sum(), child) if leaf else _descend_many(g, child, level + 1, coords, idx[rows], sol_many)
+
+    pos = np.searchsorted(keys, x)
+    exact = (pos < len(keys)) & (keys[np.minimum(pos, len(keys) - 1)] == x)
+    for k in np.unique(pos[exact]):
+        rows = exact & (pos == k)
+        out[rows] = below(keys[k], rows)
+    inside = ~exact & (x > keys[0]) & (x < keys[-1])
+    for k in np.unique(pos[inside]):
+        rows = inside & (pos == k)
+        lo, hi = keys[k - 1], keys[k]
+        v_lo, v_hi = below(lo, rows), below(hi, rows)
+        t = (x[rows] - lo) / (hi - lo)
+        if axis in g.sqrt_axes:
+            blended = (np.sqrt(v_lo) + (np.sqrt(v_hi) - np.sqrt(v_lo)) * t) ** 2
+        else:
+            blended = v_lo + (v_hi - v_lo) * t
+        one = np.flatnonzero(np.isnan(v_lo) != np.isnan(v_hi))
+        if len(one):  # a ragged bracket: the surviving side rescaled by SOL(query) / SOL(query at its key)
+            q = {a: c[idx[rows][one]] for a, c in coords.items()}
+            lo_side = ~np.isnan(v_lo[one])
+            snapped, value = np.where(lo_side, lo, hi), np.where(lo_side, v_lo[one], v_hi[one])
+            blended[one] = value * sol_many(q) / sol_many({**q, axis: snapped})
+        out[rows] = blended
+    return out
+
+
+def _transfer_many(g: Grid, coords: dict, sol_many) -> np.ndarray:
+    pts, u = _leaves(g)
+    n = len(coords[g.axes[0]])
+    if not len(u):
+        return np.full(n, np.nan)
+    qp = np.log2(np.maximum(np.column_stack([coords[a] for a in g.axes]).astype(np.float64), 1e-9))
+    k = min(NN_LEAVES + 1, len(u))
+    out = np.empty(n)
+    for start in range(0, n, 256):
+        d = np.sqrt(((pts[None, :, :] - qp[start:start + 256, None, :]) ** 2).sum(axis=2))
+        order = np.empty((len(d), k), dtype=np.int64)
+        kth = np.partition(d, k - 1, axis=1)[:, k - 1]
+        within = d <= kth[:, None]
+        simple = within.sum(axis=1) == k
+        if simple.any():  # exactly k candidates: order them by (distance, index), as a stable argsort does
+            cols = np.nonzero(within[simple])[1].reshape(-1, k)
+            rank = np.argsort(np.take_along_axis(d[simple], cols, axis=1), axis=1, kind="stable")
+            order[simple] = np.take_along_axis(cols, rank, axis=1)
+        for i in np.flatnonzero(~simple):  # distance ties at the k-th leaf
+            order[i] = _nearest(d[i], k)
+        near = order[:, :NN_LEAVES]
+        dn = np.take_along_axis(d, near, axis=1)
+        if len(u) > NN_LEAVES:
+            r = np.take_along_axis(d, order[:, NN_LEAVES:NN_LEAVES + 1], axis=1)
+            w = ((r - dn) / (r * dn)) ** 2
+        else:
+            w = 1.0 / dn**2
+        chunk = {a: c[start:start + 256] for a, c in coords.items()}
+        out[start:start + len(d)] = sol_many(chunk) / ((w * u[near]).sum(axis=1) / w.sum(axis=1))
+    return out

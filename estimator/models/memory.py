@@ -119,16 +119,21 @@ def kv_budget_bytes(rule: dict, version: str, capacity: float, non_kv: float) ->
 
 def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, tp: int, moe_tp: int, moe_ep: int,
               quants: dict[str, str], batch: int, seq_tokens: int, tokens: int, version: str = "",
-              source: str = "system yaml") -> Memory:
+              source: str = "system yaml", pp: int = 1, dp: int = 1, nextn: int = 0,
+              decode_tokens: int | None = None, terms: list[tuple[str, float]] | None = None) -> Memory:
     """The per-GPU memory of one replica shard (pure: the model, the parsed system YAML, the deployment).
 
     seq_tokens: KV slots per sequence (isl + osl); tokens: tokens in one forward pass (activations);
-    version: the backend version (vLLM's default memory fraction depends on it)."""
+    version: the backend version (vLLM's default memory fraction depends on it). pp: pipeline stages (weights
+    split across them, KV not); dp: attention data parallelism (the MoE workspace spans every rank's tokens);
+    nextn: MTP draft tokens, which scale decode activations by nextn + 1: only the `decode_tokens` share of a
+    mixed step when given, else every token. terms: this deployment's `weight_bytes`, when the caller sized them
+    already (a search sizes one parallel configuration at many batches)."""
     doc, entry = _doc(), _architecture(arch)
     if backend not in doc["backends"]:
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
     dims, names = model.dims, {**model.as_mapping(), "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep}
-    terms = weight_bytes(arch, names, quants)
+    terms = weight_bytes(arch, names, quants) if terms is None else terms
     kv_label = quants.get("kv", "bfloat16")
     if kv_label not in doc["kv_bytes"]:
         raise MemoryModelError(f"{MEMORY_YAML.name} kv_bytes: unknown KV quant {kv_label!r}")
@@ -143,39 +148,47 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
     act = 2 * tokens * width * coeffs[tp8]
     if entry["family"] in doc["moe_workspace"] and dims.experts:
         ws = dims.hidden if be.get("workspace_width") == "hidden" else width
-        act += tokens * ws * dims.experts * dims.topk / moe_ep / 128 * 4
-    act = max(act, be["min_bytes"]) * (1 + be["activation_overhead"])
+        act += tokens * ws * dp * dims.experts * dims.topk / moe_ep / 128 * 4
+    act = max(act, be["min_bytes"])
+    if nextn > 0:
+        share = tokens if decode_tokens is None or tokens <= 0 else min(max(decode_tokens, 0), tokens)
+        act *= (tokens - share + share * (nextn + 1)) / tokens if tokens > 0 else nextn + 1
+    act *= 1 + be["activation_overhead"]
     try:
         capacity = float(system_doc["gpu"]["mem_capacity"])
         nccl = float(system_doc["misc"]["nccl_mem"][tp8])
         others = float(system_doc["misc"]["other_mem"]) * (1 + be["others_overhead"])
     except (KeyError, TypeError) as exc:
         raise MemoryModelError(f"{source}: missing gpu.mem_capacity / misc.nccl_mem[{tp8}] / misc.other_mem ({exc})") from None
-    weights = sum(b for _, b in terms)
+    weights = sum(b for _, b in terms) / pp
     budget = kv_budget_bytes(be["kv_budget"], version, capacity, weights + act + nccl + others)
     return Memory(weights, kv, act, nccl, others, capacity, budget, tuple(terms))
 
 
 def deployment_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int = 1, moe_ep: int = 1,
                       quants: dict[str, str], batch: int, isl: int, osl: int, tokens: int | None = None,
-                      version: str = "") -> Memory:
+                      version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0, prefix: int = 0) -> Memory:
     """IO edge: read the model's HF config and the system YAML, then `footprint`.
 
-    tokens defaults to batch × isl (one prefill pass); KV holds isl + osl tokens per sequence."""
+    tokens defaults to batch × (isl − prefix) (one prefill pass over the uncached tokens); KV holds isl + osl tokens
+    per sequence."""
     arch, sized = sized_model(resolve_model(model))
     spec_path = Path(load_spec(system).source)
+    tokens = batch * (isl - prefix) if tokens is None else tokens
     return footprint(arch, sized, yaml.safe_load(spec_path.read_text()), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
-                     quants=quants, batch=batch, seq_tokens=isl + osl, tokens=batch * isl if tokens is None else tokens,
-                     version=version, source=str(spec_path))
+                     quants=quants, batch=batch, seq_tokens=isl + osl, tokens=tokens,
+                     version=version, source=str(spec_path), pp=pp, dp=dp, nextn=nextn)
 
 
 def static_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int, moe_ep: int, quants: dict,
-                  batch: int, isl: int, osl: int, version: str = "") -> dict | None:
+                  batch: int, isl: int, osl: int, version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0,
+                  prefix: int = 0) -> dict | None:
     """The `memory` object of `estimate static --json` (GiB per GPU), or None for an architecture memory.yaml
     cannot size. quants: labels by role, or static()'s {role: {"quant", "source"}}."""
     labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
     try:
         return deployment_memory(model, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, quants=labels,
-                                 batch=batch, isl=isl, osl=osl, version=version).as_json()
+                                 batch=batch, isl=isl, osl=osl, version=version, pp=pp, dp=dp, nextn=nextn,
+                                 prefix=prefix).as_json()
     except MemoryModelError:
         return None

@@ -7,6 +7,11 @@ checkpoint; the o / down projections read an already quantized input (`low_preci
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
+import yaml
+
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
@@ -44,21 +49,59 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int, *, 
                 ("ffn2_gemm", "gemm", gemm(tokens, h, inter, lp=True), L),
                 ("ar_1", "allreduce", ar, L), ("ar_2", "allreduce", ar, L)]
     else:
+        dp = d.attention_dp
         moe = {**base, "quant": d.moe_quant, "distribution": m.family["distribution"], "gated": True, "topk": dims.topk,
-               "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
-        dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
+               "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
+               "tokens": tokens * dp}
         ops += [("router_gemm", "gemm", gemm(tokens, dims.experts, h, "bfloat16"), L),
-                ("moe_pre_dispatch", "allreduce", dispatch, L), ("moe", "moe", moe, L),
-                ("moe_post_dispatch", "allreduce", dispatch, L)]
+                ("moe_pre_dispatch", *_dispatch(d, tokens, h, "pre"), L), ("moe", "moe", moe, L),
+                ("moe_post_dispatch", *_dispatch(d, tokens, h, "post"), L)]
     ops.append(("embedding_ar", "allreduce", ar, 1))
     if not context or not moe:
         ops.append(("logits_gemm", "gemm", gemm(batch, dims.vocab // tp, h, "bfloat16"), 1))
     return ops
 
 
+MOE_DISPATCH_YAML = Path(__file__).with_name("moe_dispatch.yaml")
+
+
+@cache
+def _dispatch_rules() -> dict:
+    return yaml.safe_load(MOE_DISPATCH_YAML.read_text())
+
+
+def _dispatch(d, tokens: int, h: int, side: str) -> tuple[str, dict]:
+    """(op, query) of one MoE dispatch: the width's custom allreduce, or under attention DP the backend's collective
+    (+ its attention-TP collective) as one serial group (moe_dispatch.yaml)."""
+    width = d.moe_tp * d.moe_ep
+    base = {"system": d.system, "backend": d.backend, "version": d.version}
+    if d.attention_dp <= 1:
+        return "allreduce", {**base, "tp": width, "elements": tokens * h}
+    rule = _dispatch_rules()[d.backend]
+
+    def collective(op: str, gpus: int, elements: int) -> tuple:
+        if op == "custom_allreduce":
+            return ("allreduce", "allreduce", {**base, "tp": gpus, "elements": elements}, 1)
+        return (op, "comm", {**base, "op": op, "quant": rule["quant"], "num_gpus": gpus, "elements": elements}, 1)
+
+    group = [collective(rule[side], width, tokens * d.attention_dp * h)]
+    if d.tp > 1:
+        tp_rule = rule["attention_tp"]
+        group.append(collective(tp_rule[side], width if tp_rule["over"] == "width" else d.tp, tokens * h))
+    return "overlap", {"groups": [group]}
+
+
 def check(m: PricedModel, d, model: ModelConfig) -> None:
     """A block-quantized MoE whose per-GPU intermediate size splits a weight block is no valid deployment
     (models.yaml `moe_block_alignment`; 0.12.0 rejects it too), so it is refused instead of priced."""
+    if d.attention_dp > 1:
+        rules = _dispatch_rules()
+        if d.backend not in rules:
+            raise UnsupportedModelError(f"{model.path}: attention-dp {d.attention_dp} on {d.backend}: no MoE dispatch rule "
+                                        f"for attention data parallelism ({MOE_DISPATCH_YAML.name} lists {', '.join(rules)})")
+        if d.tp > 1 and rules[d.backend]["attention_tp"] is None:
+            raise UnsupportedModelError(f"{model.path}: {d.backend} has no attention TP ({d.tp}) beside attention DP "
+                                        f"({d.attention_dp}) ({MOE_DISPATCH_YAML.name})")
     rule = m.family.get("moe_block_alignment")
     if not rule or d.moe_quant != rule["quant"]:
         return

@@ -73,7 +73,7 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
 
         def candidates(window):  # lazy: the reference size is resolved only when the own size has no samples
             yield own, None
-            ref = est.memo(("attn_ref", model.name, mha, shared, window, *(key[c] for c in model.group_keys)),
+            ref = est.memo(("attn_ref", model.name, mha, shared, window, *(key.get(c) for c in model.group_keys)),
                            lambda: reference_head_size(model, est, key, mha, shared, window))
             if ref is not None and ref[0] != own:
                 yield ref
@@ -81,7 +81,7 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
         for window in (int(key["window"]), 0) if int(key["window"]) else (0,):
             for size, lane in candidates(window):
                 k = {**key, "window": window, "head_dim": size}
-                grid = est.memo(("attn_util", model.name, mha, shared, lane, *(k[c] for c in model.group_keys)),
+                grid = est.memo(("attn_util", model.name, mha, shared, lane, *(k.get(c) for c in model.group_keys)),
                                 lambda k=k, lane=lane: build(mha, k, lane))
                 if grid is not None:
                     scale = 1.0 if size == own else model.head_scale(key, own, size)
@@ -95,7 +95,7 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
     mha = pools.pop()
     found = grid_for(mha)
     if found is None:
-        where = "/".join(str(key[c]) for c in model.group_keys)
+        where = "/".join(str(key.get(c)) for c in model.group_keys)
         raise EmpiricalUnavailableError(f"{model.name}: no {'MHA' if mha else 'GQA'} samples for {where} "
                                         "(own or borrowed head size, own window or window 0)")
     grid, scale, label = found
@@ -120,9 +120,10 @@ def evaluate_by_pool(model, est, key, q, mode, evaluate):
 class ContextAttentionModel(OpModel):
     name = "attention"
     group_keys = ("system", "backend", "version", "fmha_quant", "kv_quant", "head_dim", "window", "kv_heads", "qk_norm",
-                  "lane_defaults")
+                  "lane_defaults", "prefix")
     value_columns = ("heads", "isl", "batch")
-    defaults = {"qk_norm": False, "lane_defaults": False}  # lane_defaults: static engines pin the framework lane
+    # lane_defaults: static engines pin the framework lane; prefix: cached tokens of each request's isl (see _prefix_share)
+    defaults = {"qk_norm": False, "lane_defaults": False, "prefix": 0}
     tables = ("context_attention_perf",)
     lane_columns = LANE_COLUMNS
 
@@ -144,17 +145,28 @@ class ContextAttentionModel(OpModel):
         flops = spec.tc_flops(FMHA_DTYPE[key["fmha_quant"]])
         kv_mem, hd, win, nkv = KV_BYTES[key["kv_quant"]], int(key["head_dim"]), int(key["window"]), int(key["kv_heads"])
 
-        def sol(heads, isl, batch, kv_heads=nkv):
-            return context_attention_sol(batch, isl, 0, heads, kv_heads, hd, win, kv_mem, flops, spec.mem_bw)[0]
+        def sol(heads, isl, batch, kv_heads=nkv, prefix=0):
+            return context_attention_sol(batch, np.asarray(isl) - prefix, prefix, heads, kv_heads, hd, win, kv_mem, flops,
+                                         spec.mem_bw)[0]
 
         return sol
+
+    def _prefix_share(self, est, key, q):
+        """With a cached prefix the kernel prices the whole isl's lookup scaled by SOL(new tokens over the prefix) /
+        SOL(whole isl), side ops unscaled, as 0.12.0 does (probed: Qwen3-32B h200 vLLM, isl 1000, prefix 400)."""
+        prefix = int(key.get("prefix") or 0)
+        if not prefix:
+            return 1.0
+        sol = self._sol_fn(est, key)
+        return sol(q["heads"], q["isl"], q["batch"], prefix=prefix) / sol(q["heads"], q["isl"], q["batch"])
 
     def _side(self, est, key, q, sol_only: bool):
         return side_latency(est.spec(key["system"]), key["fmha_quant"], bool(key["qk_norm"]), q["heads"],
                             int(key["kv_heads"]), int(key["head_dim"]), sol_only=sol_only)
 
     def sol(self, est, key, q):
-        return self._sol_fn(est, key)(q["heads"], q["isl"], q["batch"]) + self._side(est, key, q, True)
+        kernel = self._sol_fn(est, key)(q["heads"], q["isl"], q["batch"], prefix=int(key.get("prefix") or 0))
+        return kernel + self._side(est, key, q, True)
 
     def _pool_sol(self, est, key, mha: bool):
         """SOL over (heads, isl, batch) for a pool: the MHA pool's kv heads follow heads."""
@@ -181,7 +193,7 @@ class ContextAttentionModel(OpModel):
                                  sqrt_axes=("isl",))
             return rows_grid(rows, AXES, lambda c: float(sol(c["num_heads"], c["isl"], c["batch_size"])), sqrt_axes=("isl",))
 
-        return est.memo(("attn_grid", mha, *(key[c] for c in self.group_keys)), build)
+        return est.memo(("attn_grid", mha, *(key.get(c) for c in self.group_keys)), build)
 
     def silicon(self, est, key, q):
         pick = pool_picker(self, est, key)
@@ -191,12 +203,12 @@ class ContextAttentionModel(OpModel):
             if grid is not None:
                 value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
             out[i] = np.nan if value is None else value
-        return out + self._side(est, key, q, False), np.isnan(out)
+        return out * self._prefix_share(est, key, q) + self._side(est, key, q, False), np.isnan(out)
 
     def empirical(self, est, key, q, shared: bool = False):
         """SOL / util of the pool's UtilGrid over [heads, isl, batch] (borrowing as pooled_empirical says); side ops added."""
         latency, label = pooled_empirical(self, est, key, q, shared, AXES)
-        return latency + self._side(est, key, q, False), label
+        return latency * self._prefix_share(est, key, q) + self._side(est, key, q, False), label
 
     def evaluate(self, est, key, q, mode):
         """HYBRID / EMPIRICAL run per pool (MHA, GQA): each borrows, and is labelled, on its own. The q/k norm side

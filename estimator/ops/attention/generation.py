@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from perfledger.estimator.fit.grid import evaluate, rows_grid
+from perfledger.estimator.fit.grid import evaluate_many, rows_grid
 from perfledger.estimator.fit.roofline import generation_attention_sol
 from perfledger.estimator.ops.attention.context import (
     KV_BYTES,
@@ -27,10 +27,12 @@ SPREAD = (0.9, 1.1)  # the sampled sequence range, as fractions of s
 SAMPLES = 5
 
 
-def kv_samples(seq: int) -> np.ndarray:
-    """The 5 kv steps averaged for sequence length `seq` (truncated spread ends, truncated points, minus one)."""
-    lo, hi = int(seq * SPREAD[0]), int(seq * SPREAD[1])
-    return np.linspace(lo, hi, SAMPLES).astype(np.int64) - 1
+def kv_samples(seq) -> np.ndarray:
+    """The 5 kv steps averaged for a sequence length (truncated spread ends, truncated points, minus one); for an
+    array of lengths, one row of 5 per length."""
+    seq = np.asarray(seq, dtype=np.int64)
+    lo, hi = (seq * SPREAD[0]).astype(np.int64), (seq * SPREAD[1]).astype(np.int64)
+    return np.linspace(lo, hi, SAMPLES, axis=-1).astype(np.int64) - 1
 
 
 class GenerationAttentionModel(OpModel):
@@ -87,13 +89,20 @@ class GenerationAttentionModel(OpModel):
         return est.memo(("gen_grid", mha, *(key[c] for c in self.group_keys)), build)
 
     def silicon(self, est, key, q):
+        """The mean over each query's 5 kv samples, every sample of a head count evaluated in one Grid pass."""
         pick = pool_picker(self, est, key)
-        out = np.empty(q.height)
-        for i, (h, b, s) in enumerate(zip(q["heads"], q["batch"], q["seq"], strict=True)):
-            grid = pick(h)
-            samples = [None] if grid is None else [
-                evaluate(grid, {"num_heads": int(h), "batch_size": int(b), "seq": int(kv) + 1})[0] for kv in kv_samples(int(s))]
-            out[i] = np.nan if any(v is None for v in samples) else float(np.mean(samples))
+        heads, batch = np.asarray(q["heads"], dtype=np.int64), np.asarray(q["batch"], dtype=np.int64)
+        samples = kv_samples(q["seq"])
+        out = np.full(q.height, np.nan)
+        for h in np.unique(heads):
+            grid, rows = pick(h), heads == h
+            if grid is None:
+                continue
+            sol = self._pool_sol(est, key, int(h) == int(key["kv_heads"]))
+            coords = {"num_heads": np.full(rows.sum() * SAMPLES, int(h)), "batch_size": np.repeat(batch[rows], SAMPLES),
+                      "seq": samples[rows].ravel() + 1}
+            values, _ = evaluate_many(grid, coords, lambda c, sol=sol: sol(c["num_heads"], c["batch_size"], c["seq"]))
+            out[rows] = values.reshape(-1, SAMPLES).mean(axis=1)
         return out, np.isnan(out)
 
     def empirical(self, est, key, q, shared: bool = False):

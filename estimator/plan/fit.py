@@ -1,0 +1,49 @@
+"""Memory fit of one worker configuration at one operating point (models/memory.py's model, read once per question)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from perfledger.estimator.data.system_specs import load_spec
+from perfledger.estimator.models.config import ModelConfig, resolve_model
+from perfledger.estimator.models.memory import Memory, footprint, sized_model, weight_bytes
+from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.plan.space import Parallel
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """What `footprint` reads that does not change across a search: the sized model, the system YAML, backend, quants."""
+
+    arch: str
+    model: PricedModel
+    system_doc: dict
+    backend: str
+    version: str
+    quants: dict[str, str]
+    source: str
+    _terms: dict = field(default_factory=dict, repr=False, compare=False)  # weight terms per (tp, moe_tp, moe_ep)
+
+    def worker(self, p: Parallel, *, batch: int, seq_tokens: int, tokens: int, nextn: int = 0,
+               decode_tokens: int | None = None) -> Memory:
+        """Per-GPU memory of one worker holding `batch` sequences of `seq_tokens` KV slots, `tokens` per forward pass."""
+        width = (p.tp, p.moe_tp, p.moe_ep)
+        if width not in self._terms:
+            names = {**self.model.as_mapping(), "tp": p.tp, "moe_tp": p.moe_tp, "moe_ep": p.moe_ep}
+            self._terms[width] = weight_bytes(self.arch, names, self.quants)
+        return footprint(self.arch, self.model, self.system_doc, self.backend, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep,
+                         quants=self.quants, batch=batch, seq_tokens=seq_tokens, tokens=tokens, version=self.version,
+                         source=self.source, pp=p.pp, dp=p.dp, nextn=nextn, decode_tokens=decode_tokens,
+                         terms=self._terms[width])
+
+
+def memory_model(model: str | ModelConfig, system: str, backend: str, version: str, quants: dict) -> MemoryModel:
+    """IO edge: read the model config and the system YAML once. quants: labels by role, or static()'s
+    {role: {"quant", "source"}}; a MemoryModelError names what cannot be sized."""
+    arch, sized = sized_model(resolve_model(model))
+    path = Path(load_spec(system).source)
+    labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
+    return MemoryModel(arch, sized, yaml.safe_load(path.read_text()), backend, version, labels, str(path))

@@ -1,0 +1,88 @@
+"""The search space: parallel configurations (tp, pp, attention-dp, moe_tp, moe_ep) of one worker, as data.
+
+space.yaml holds the candidate lists 0.12.0's default search enumerates per role, model kind and system, and
+the backend exclusions; `enumerate_parallel` applies them with the GPU budget. `check_moe_width` is the MoE
+width rule every priced deployment obeys (0.12.0 refuses a mismatched width; so do `estimate static` and the plans).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from itertools import product
+from pathlib import Path
+
+import yaml
+
+from perfledger.estimator.errors import EstimatorError
+
+SPACE_YAML = Path(__file__).with_name("space.yaml")
+DIMS = ("tp", "pp", "dp", "moe_tp", "moe_ep")
+
+
+class ParallelWidthError(EstimatorError):
+    """A MoE deployment whose expert width moe_tp × moe_ep differs from the attention width tp × dp."""
+
+
+@dataclass(frozen=True, order=True)
+class Parallel:
+    """One worker's parallelism; `dp` is attention data parallelism (each rank holds its own batch)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    moe_tp: int = 1
+    moe_ep: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def label(self) -> str:
+        """0.12.0's `parallel` column, e.g. tp4pp1dp1etp1ep1."""
+        return f"tp{self.tp}pp{self.pp}dp{self.dp}etp{self.moe_tp}ep{self.moe_ep}"
+
+    def as_dict(self) -> dict[str, int]:
+        return {d: getattr(self, d) for d in DIMS}
+
+
+def check_moe_width(tp: int, dp: int, moe_tp: int, moe_ep: int, *, where: str = "deployment") -> None:
+    """moe_tp × moe_ep must equal tp × dp (the GPUs the attention side spans), else there is no such deployment."""
+    if min(tp, dp, moe_tp, moe_ep) < 1:
+        raise ParallelWidthError(f"{where}: tp, attention-dp, moe_tp and moe_ep must be >= 1")
+    if moe_tp * moe_ep != tp * dp:
+        raise ParallelWidthError(f"{where}: MoE width moe_tp {moe_tp} x moe_ep {moe_ep} = {moe_tp * moe_ep} must equal "
+                                 f"tp {tp} x attention-dp {dp} = {tp * dp}")
+
+
+@cache
+def _doc(path: Path = SPACE_YAML) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def candidates(role: str, moe: bool, system: str) -> dict[str, list[int]]:
+    """The candidate lists of one role and model kind on one system (space.yaml)."""
+    roles = _doc()["roles"]
+    if role not in roles:
+        raise EstimatorError(f"{SPACE_YAML.name}: no role {role!r}; known: {', '.join(roles)}")
+    kind = roles[role]["moe" if moe else "dense"]
+    return (kind.get("systems") or {}).get(system, kind["default"])
+
+
+def enumerate_parallel(role: str, *, moe: bool, backend: str, system: str, total_gpus: int) -> list[Parallel]:
+    """Every worker configuration of the role that 0.12.0 sweeps, in its order (tp, pp, dp, moe_tp, moe_ep)."""
+    lists = candidates(role, moe, system)
+    sizes = {n for n in lists["num_gpu"] if n <= total_gpus}
+    exclusions = _doc()["exclusions"].get(backend, [])
+    out = []
+    if not moe:
+        return [Parallel(tp, pp) for tp, pp in product(lists["tp"], lists["pp"]) if tp * pp in sizes]
+    for tp, pp, dp, moe_tp, moe_ep in product(*(lists[d] for d in DIMS)):
+        p = Parallel(tp, pp, dp, moe_tp, moe_ep)
+        if p.gpus not in sizes or moe_tp * moe_ep != tp * dp:
+            continue
+        if any(all(getattr(p, d) > 1 for d in rule) for rule in exclusions):
+            continue
+        out.append(p)
+    return out

@@ -1,0 +1,52 @@
+"""In-flight batching steps as op lists: one mixed step (a context chunk beside decode requests) and one decode-only step.
+
+0.12.0 prices a mixed step in three passes, and so does `mixed_step`: (1) every non-attention op of the context pass
+over the step's whole token count (context tokens, less a cached prefix per whole request in the chunk, + decode
+requests × (nextn + 1); one sequence for the logits); (2) context attention of the chunk's requests, ceil(ctx / isl)
+sequences of isl tokens over the prefix, divided by ceil(isl / ctx) (a chunk smaller than isl prices that share of
+one request's prefill); (3) decode attention of the decode requests
+at the mean kv length isl + osl // 2 + 1. A decode-only step is one decode pass of the requests at that length.
+Op names follow the reference's step breakdown (`context_attention (scaled)`, `generation_attention`).
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from perfledger.estimator.errors import UnsupportedModelError
+from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.static import Deploy, pass_ops
+
+CONTEXT_ATTENTION, DECODE_ATTENTION = "attention", "generation_attention"  # the GQA plans' attention op kinds
+SCALED_CONTEXT = "context_attention (scaled)"
+
+
+def decode_seq(isl: int, osl: int) -> int:
+    """The kv length a decode step is priced at: the middle of the output."""
+    return isl + osl // 2 + 1
+
+
+def mixed_step(m: PricedModel, d: Deploy, *, ctx_tokens: int, gen_requests: int, isl: int, osl: int,
+               prefix: int = 0) -> list:
+    """The op list (name, op, query, scale) of one mixed step; `d` carries the worker's parallelism and nextn;
+    `prefix`: cached tokens of each request's isl."""
+    if ctx_tokens < 1 or gen_requests < 0:
+        raise ValueError(f"a mixed step needs ctx_tokens >= 1 and gen_requests >= 0 (got {ctx_tokens}, {gen_requests})")
+    decode_tokens = gen_requests * (d.nextn + 1)
+    shared = pass_ops(m, d, ctx_tokens - prefix * (ctx_tokens // isl) + decode_tokens, True, 1, isl)
+    ops = [op for op in shared if op[1] != CONTEXT_ATTENTION]
+    if len(ops) == len(shared):
+        raise UnsupportedModelError(f"{m.name}: the {m.family.get('kind')} plan has no `{CONTEXT_ATTENTION}` op; the agg "
+                                    "step model prices the GQA plans (dense, moe) only")
+    chunk = ceil(ctx_tokens / isl)
+    attention = [op for op in pass_ops(m, d, chunk * isl, True, chunk, isl, prefix=prefix) if op[1] == CONTEXT_ATTENTION]
+    ops += [(SCALED_CONTEXT, op, query, scale / ceil(isl / ctx_tokens)) for _, op, query, scale in attention]
+    if gen_requests:
+        decode = pass_ops(m, d, gen_requests, False, gen_requests, decode_seq(isl, osl))
+        ops += [(DECODE_ATTENTION, op, query, scale) for _, op, query, scale in decode if op == DECODE_ATTENTION]
+    return ops
+
+
+def decode_step(m: PricedModel, d: Deploy, *, gen_requests: int, isl: int, osl: int) -> list:
+    """The op list of one decode-only step of `gen_requests` requests (each verifying nextn + 1 tokens)."""
+    return pass_ops(m, d, gen_requests, False, gen_requests, decode_seq(isl, osl))

@@ -1,0 +1,121 @@
+"""Disaggregated worker candidates: prefill-only and decode-only static estimates over layouts and batch sizes.
+
+Why: the disagg search (disagg.py) matches prefill workers with decode workers, so it needs each role's
+throughput and latency for every layout the role sweeps (plan/space.py) at every batch size that fits. As
+0.12.0 does: a prefill worker is one context pass of `batch` requests (isl − prefix new tokens each; TTFT =
+its latency × the prefill correction), a decode worker the decode steps of `batch` requests (TPOT = Σ steps /
+(osl − 1) × the decode correction, steps in strides of 32); a layout's batch sweep ends at the first size whose
+memory or KV budget does not fit. Every point of a role is priced in one batch call per op kind (plan/evaluate.py); metrics are
+rounded to 0.001 as 0.12.0's worker tables are, since its matching and sorting read them rounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import polars as pl
+
+from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
+from perfledger.estimator.models.config import catalog, resolve_model
+from perfledger.estimator.models.plans.registry import load_model
+from perfledger.estimator.plan.disagg import decode_batches, settings
+from perfledger.estimator.plan.evaluate import price_many
+from perfledger.estimator.plan.fit import memory_model
+from perfledger.estimator.plan.question import Question
+from perfledger.estimator.plan.space import enumerate_parallel
+from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
+from perfledger.estimator.static import Deploy, check_deploy, pass_ops
+
+COLUMNS = ("tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "global_batch", "gpus", "ttft_ms", "tpot_ms", "seq_s",
+           "seq_s_gpu", "tokens_s_user", "concurrency", "memory_gib")
+
+
+@dataclass(frozen=True)
+class Misses:
+    """Why layouts gave no worker: those that do not fit at batch 1, those that cannot be priced (one message each)."""
+
+    unfit: tuple[str, ...] = ()
+    no_data: tuple[str, ...] = ()
+
+
+
+
+def candidates(est, q: Question, role: str) -> tuple[pl.DataFrame, Misses]:
+    """(worker frame in COLUMNS, why layouts gave none) of one role ("prefill" or "decode") for the question."""
+    config = resolve_model(q.model)
+    m = load_model(config)
+    quants = resolve_quants(config, q.backend, q.quants)
+    doc = settings()
+    base = Deploy(q.system, q.backend, q.version, **{f"{k}_quant": v["quant"] for k, v in quants.items()})
+    memory = memory_model(config, q.system, q.backend, q.version, quants)
+    spec = est.spec(q.system)
+    is_moe = bool(getattr(m.dims, "experts", 0))
+    layouts = enumerate_parallel(role, moe=is_moe, backend=q.backend, system=q.system, total_gpus=q.total_gpus)
+    batches = list(range(1, doc["prefill_max_batch"] + 1)) if role == "prefill" else decode_batches(doc)
+    frames, unfit, no_data = [], [], []
+    for p in layouts:  # a layout that cannot be priced is skipped, as 0.12.0 skips it, and named
+        d = replace(base, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, pp=p.pp, attention_dp=p.dp, nextn=q.nextn)
+        fitting = []
+        for b in batches:
+            mem = (memory.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * (q.isl - q.prefix)) if role == "prefill"
+                   else memory.worker(p, batch=b, seq_tokens=q.isl + q.osl, tokens=b, nextn=q.nextn))
+            if not (mem.fits and mem.kv_fits):
+                break
+            fitting.append((p, d, b, mem.total))
+        if not fitting:
+            unfit.append(p.label)
+            continue
+        try:
+            if p.moe_ep > spec.num_gpus_per_node:  # 0.12.0 refuses it without DeepEP all-to-all data (not priced here)
+                raise UnsupportedModelError(f"moe_ep {p.moe_ep} spans nodes of {spec.num_gpus_per_node} GPUs: cross-node "
+                                            "EP needs all-to-all data")
+            check_deploy(m, d, config)
+            frames.append(_frame(fitting, _latency(est, m, spec, q, role, fitting), q, role))
+        except EstimatorError as exc:
+            no_data.append(f"{p.label}: {exc}")
+    misses = Misses(tuple(unfit), tuple(no_data))
+    if not frames:
+        return pl.DataFrame(schema=dict.fromkeys(COLUMNS, pl.Float64)), misses
+    return pl.concat(frames), misses
+
+
+def _latency(est, m, spec, q: Question, role: str, points) -> np.ndarray:
+    """Corrected TTFT (prefill) or TPOT (decode) per point, ms; all points priced together."""
+    mode = q.database_mode
+    if role == "prefill":
+        lists = [pass_ops(m, d, b * (q.isl - q.prefix), True, b, q.isl, prefix=q.prefix) for _, d, b, _ in points]
+        priced = price_many(est, lists, spec, mode)
+        return np.array([sum(ms.values()) for ms in priced]) * settings()["latency_correction"]["prefill"]
+    stride = catalog()["decode_stride"]
+    steps = [(i, min(stride, q.osl - 1 - i)) for i in range(0, q.osl - 1, stride)]
+    lists = [pass_ops(m, d, b, False, b, q.isl + i + 1) for _, d, b, _ in points for i, _ in steps]
+    priced = iter(price_many(est, lists, spec, mode))
+    total = np.array([sum(sum(next(priced).values()) * repeat for _, repeat in steps) for _ in points])
+    return total / max(q.osl - 1, 1) * settings()["latency_correction"]["decode"]
+
+
+def _frame(points, latency: np.ndarray, q: Question, role: str) -> pl.DataFrame:
+    """0.12.0's per-worker metrics from the corrected latency, rounded to 0.001."""
+    p_of = [p for p, _, _, _ in points]
+    batch = np.array([b for _, _, b, _ in points])
+    tp, pp, dp = (np.array([getattr(p, a) for p in p_of]) for a in ("tp", "pp", "dp"))
+    global_batch = batch * dp
+    if role == "prefill":
+        ttft, tpot, request_latency = latency, np.zeros_like(latency), latency
+    else:
+        ttft, tpot, request_latency = np.zeros_like(latency), latency, latency * max(q.osl - 1, 0)
+    seq_s = np.where(request_latency > 0, global_batch / np.where(request_latency > 0, request_latency, 1.0) * 1000 * pp, 0.0)
+    seq_s_gpu = seq_s / tp / pp / dp
+    user = np.where(tpot > 0, 1000.0 / np.where(tpot > 0, tpot, 1.0), 0.0)
+    gib = np.array([mem / (1 << 30) for _, _, _, mem in points])
+
+    def r(x):
+        return np.round(x, 3)
+
+    return pl.DataFrame({"tp": tp, "pp": pp, "dp": dp, "moe_tp": [p.moe_tp for p in p_of],
+                         "moe_ep": [p.moe_ep for p in p_of], "batch": batch, "global_batch": global_batch,
+                         "gpus": np.array([p.gpus for p in p_of]), "ttft_ms": r(ttft), "tpot_ms": r(tpot),
+                         "seq_s": r(seq_s), "seq_s_gpu": r(seq_s_gpu), "tokens_s_user": r(user),
+                         "concurrency": global_batch, "memory_gib": r(gib)})
+

@@ -1,0 +1,43 @@
+"""A planned deployment (one row of `perfledger plan`) as the unified deployment YAML the generator renders.
+
+Why: the planner's answer is only useful once it runs; the rows name the layout, batch and worker counts, and
+this turns one into the same document a person would write (then `api.render_document` renders it), so the
+artifacts of a plan go through the generator's validation and rules like any hand-written YAML. A replica
+is repeated to fill the GPU budget (`replicas`), so a disagg row of x prefill + y decode workers becomes
+x · replicas prefill and y · replicas decode workers, as 0.12.0's generated configs count them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _worker(side: dict[str, Any]) -> dict[str, Any]:
+    """One role's Workers block from a row side (tp, pp, dp, moe_tp, moe_ep, batch)."""
+    out = {"tensor_parallel_size": int(side["tp"]), "pipeline_parallel_size": int(side["pp"]),
+           "max_batch_size": int(side["batch"])}
+    if int(side.get("dp", 1)) > 1:
+        out.update(enable_attention_dp=True, data_parallel_size=int(side["dp"]))
+    if int(side.get("moe_tp", 1)) > 1 or int(side.get("moe_ep", 1)) > 1:
+        out.update(moe_tensor_parallel_size=int(side["moe_tp"]), moe_expert_parallel_size=int(side["moe_ep"]))
+    return out
+
+
+def deployment(row: dict[str, Any], *, mode: str, model: str, backend: str, isl: int, osl: int,
+               is_moe: bool = False) -> dict[str, Any]:
+    """The unified deployment document for one plan row of `mode` (agg | disagg)."""
+    replicas = max(int(row.get("replicas", 1)), 1)
+    doc: dict[str, Any] = {"backend": backend, "ServiceConfig": {"model_path": model},
+                           "SlaConfig": {"isl": int(isl), "osl": int(osl), "ttft": float(row["ttft_ms"]),
+                                         "tpot": float(row["tpot_ms"])},
+                           "ModelConfig": {"is_moe": bool(is_moe)}}
+    if mode == "agg":
+        doc["WorkerConfig"] = {"agg_workers": replicas}
+        doc["Workers"] = {"agg": _worker(row)}
+    elif mode == "disagg":
+        doc["WorkerConfig"] = {"prefill_workers": int(row["prefill"]["workers"]) * replicas,
+                               "decode_workers": int(row["decode"]["workers"]) * replicas}
+        doc["Workers"] = {"prefill": _worker(row["prefill"]), "decode": _worker(row["decode"])}
+    else:
+        raise ValueError(f"plan mode {mode!r}: agg or disagg")
+    return doc

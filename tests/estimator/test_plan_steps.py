@@ -1,0 +1,45 @@
+"""In-flight-batching steps against 0.12.0's engine: every op of a mixed step (its three passes) and of a decode-only
+step, over dense / MoE, pipeline, MTP, chunked context and cached prefix, priced in one batch (price_many)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from perfledger.estimator.models.config import resolve_model
+from perfledger.estimator.models.plans.registry import load_model
+from perfledger.estimator.plan.evaluate import price_many
+from perfledger.estimator.plan.steps import SCALED_CONTEXT, decode_step, mixed_step
+from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
+from perfledger.estimator.static import Deploy
+
+pytestmark = pytest.mark.aic
+SHAPES = [(4000, 63, 4000, 500), (8000, 30, 4000, 500), (2000, 30, 4000, 500), (3000, 5, 1000, 200), (1000, 1, 1000, 2)]
+CASES = [("Qwen/Qwen3-32B", dict(tp=4), dict(tp_size=4), SHAPES, 0),
+         ("Qwen/Qwen3-32B", dict(tp=2, pp=2, nextn=1), dict(tp_size=2, pp_size=2, nextn=1), SHAPES, 0),
+         ("Qwen/Qwen3-30B-A3B", dict(tp=2, attention_dp=2, moe_ep=4), dict(tp_size=2, attention_dp_size=2, moe_ep_size=4),
+          SHAPES, 0),
+         ("Qwen/Qwen3-32B", dict(tp=2), dict(tp_size=2), [(6000, 10, 4000, 500), (3000, 5, 4000, 300), (8000, 3, 4000, 20)],
+          1000)]
+
+
+@pytest.mark.parametrize("model,ours_kw,ref_kw,shapes,prefix", CASES)
+def test_steps_match_reference_per_op(wheel_est, oracle, model, ours_kw, ref_kw, shapes, prefix):
+    m = load_model(model)
+    quants = resolve_quants(resolve_model(model), "vllm", {"gemm": None, "moe": None, "kv": None, "fmha": None})
+    d = replace(Deploy("h200_sxm", "vllm", "0.24.0", **ours_kw), **{f"{q}_quant": v["quant"] for q, v in quants.items()})
+    engine = oracle.EngineHandle.compile(model, "h200_sxm", "vllm", backend_version="0.24.0", **ref_kw)._engine
+    lists = [mixed_step(m, d, ctx_tokens=c, gen_requests=g, isl=i, osl=o, prefix=prefix) for c, g, i, o in shapes]
+    lists += [decode_step(m, d, gen_requests=g, isl=i, osl=o) for c, g, i, o in shapes]
+    priced = price_many(wheel_est, lists, wheel_est.spec("h200_sxm"))
+    for (c, g, i, o), mixed, decode in zip(shapes, priced, priced[len(shapes):], strict=False):
+        shared, ctx_attn, dec_attn = engine.mixed_step_breakdown_per_op(c, g, i, o, prefix, 1.0, 1.0)
+        ref = {name.removeprefix("context_"): ms for name, ms, *_ in shared}
+        ref[SCALED_CONTEXT] = sum(ms for _, ms, *_ in ctx_attn)
+        ref["generation_attention"] = sum(ms for _, ms, *_ in dec_attn)
+        ref_decode = {name.removeprefix("generation_"): ms for name, ms, *_ in engine.decode_step_per_op(g, i, o, 1.0)}
+        for what, theirs, ours in (("mixed", ref, mixed), ("decode", ref_decode, decode)):
+            for name, ms in theirs.items():
+                if ms or name in ours:
+                    assert ours[name] == pytest.approx(ms, rel=1e-9), f"{what} step {(c, g, i, o)} {name}"

@@ -1,0 +1,83 @@
+"""Static deployment knobs against aiconfigurator-core 0.12.0: pipeline parallelism, MTP draft tokens, attention data
+parallelism (MoE dispatch per backend), cached prefix, every op of both phases; the MoE width rule
+(moe_tp x moe_ep = tp x attention-dp) refused as 0.12.0 refuses it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from perfledger.cli import app
+from perfledger.estimator.errors import UnsupportedModelError
+from perfledger.estimator.plan.space import ParallelWidthError, check_moe_width
+from perfledger.estimator.static import Deploy, static
+
+pytestmark = pytest.mark.aic
+KNOBS = [("Qwen/Qwen3-32B", dict(tp=2, pp=2), dict(tp_size=2, pp_size=2)),
+         ("Qwen/Qwen3-32B", dict(tp=1, pp=4, nextn=2), dict(tp_size=1, pp_size=4, nextn=2)),
+         ("Qwen/Qwen3-30B-A3B", dict(tp=2, moe_ep=2, nextn=1), dict(tp_size=2, moe_tp_size=1, moe_ep_size=2, nextn=1)),
+         ("Qwen/Qwen3-30B-A3B", dict(tp=1, attention_dp=4, moe_ep=4), dict(tp_size=1, attention_dp_size=4, moe_ep_size=4)),
+         ("Qwen/Qwen3-30B-A3B", dict(tp=2, attention_dp=2, moe_ep=4), dict(tp_size=2, attention_dp_size=2, moe_ep_size=4)),
+         ("Qwen/Qwen3-30B-A3B", dict(tp=1, attention_dp=8, moe_tp=8), dict(tp_size=1, attention_dp_size=8, moe_tp_size=8))]
+
+
+DP_BACKENDS = [("sglang", "0.5.14", dict(tp=2, attention_dp=2, moe_ep=4), dict(tp_size=2, attention_dp_size=2, moe_ep_size=4)),
+               ("sglang", "0.5.14", dict(tp=1, attention_dp=4, moe_tp=4), dict(tp_size=1, attention_dp_size=4, moe_tp_size=4)),
+               ("trtllm", "1.3.0rc20", dict(tp=1, attention_dp=8, moe_ep=8), dict(tp_size=1, attention_dp_size=8,
+                                                                                  moe_ep_size=8))]
+PREFIX = [("vllm", "0.24.0", "Qwen/Qwen3-32B", dict(tp=2), dict(tp_size=2), 400),
+          ("trtllm", "1.3.0rc20", "Qwen/Qwen3-30B-A3B", dict(tp=2, moe_ep=2), dict(tp_size=2, moe_ep_size=2), 900)]
+CASES = ([("vllm", "0.24.0", *case, 0) for case in KNOBS]
+         + [(be, ver, "Qwen/Qwen3-30B-A3B", ours, ref, 0) for be, ver, ours, ref in DP_BACKENDS] + PREFIX)
+
+
+@pytest.mark.parametrize("backend,version,model,ours_kw,ref_kw,prefix", CASES)
+def test_knobs_match_reference_per_op(wheel_est, oracle, backend, version, model, ours_kw, ref_kw, prefix):
+    shape = dict(batch=8, isl=1000, osl=70)
+    ours = static(wheel_est, model, Deploy("h200_sxm", backend, version, **ours_kw), **shape, prefix=prefix)
+    engine = oracle.EngineHandle.compile(model, "h200_sxm", backend, backend_version=version, **ref_kw)
+    ttft, gen_ms, _ = engine.run_static(batch_size=8, isl=1000, osl=70, prefix=prefix)
+    ctx_ops, gen_ops = engine.run_static_per_op(batch_size=8, isl=1000, osl=70, prefix=prefix)[:2]
+    for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
+        for name, ms, *_ in ref_ops:
+            key = name.removeprefix(f"{phase}_")
+            if ms or key in ours[phase]:
+                assert ours[phase][key] == pytest.approx(ms, rel=1e-9), f"{phase} {key}"
+    if ours_kw.get("pp", 1) > 1:
+        assert ours["context"]["p2p"] > 0 and ours["generation"]["p2p"] > 0
+    assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
+    assert ours["tpot_ms"] == pytest.approx(gen_ms / 69, rel=1e-9)
+
+
+def test_moe_width_mismatch_is_refused_like_the_reference(wheel_est, oracle):
+    d = Deploy("h200_sxm", "vllm", "0.24.0", tp=4, moe_ep=2)
+    with pytest.raises(ParallelWidthError, match="moe_tp 1 x moe_ep 2 = 2 must equal tp 4 x attention-dp 1 = 4"):
+        static(wheel_est, "Qwen/Qwen3-30B-A3B", d, batch=1, isl=128, osl=2)
+    with pytest.raises(ValueError, match="Parallelism width mismatch"):
+        oracle.EngineHandle.compile("Qwen/Qwen3-30B-A3B", "h200_sxm", "vllm", backend_version="0.24.0", tp_size=4,
+                                    moe_tp_size=1, moe_ep_size=2)
+    check_moe_width(2, 4, 1, 8)  # attention dp widens the attention side: 2 x 4 = 1 x 8
+    with pytest.raises(UnsupportedModelError, match="no attention TP"):
+        static(wheel_est, "Qwen/Qwen3-30B-A3B", Deploy("h200_sxm", "trtllm", "1.3.0rc20", tp=2, attention_dp=2, moe_ep=4),
+               batch=1, isl=128, osl=2)
+    with pytest.raises(UnsupportedModelError, match="attention data parallelism needs a MoE model"):
+        static(wheel_est, "Qwen/Qwen3-32B", Deploy("h200_sxm", "vllm", "0.24.0", tp=2, attention_dp=2), batch=1,
+               isl=128, osl=2)
+
+
+def test_static_cli_takes_the_knobs_and_refuses_a_bad_width():
+    args = ["estimate", "static", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm",
+            "--version", "0.24.0", "--batch", "4", "--isl", "512", "--osl", "8", "--data", "aic-package", "--json"]
+    plain = json.loads(CliRunner().invoke(app, [*args, "--tp", "2"]).stdout)
+    piped = CliRunner().invoke(app, [*args, "--tp", "2", "--pp", "2", "--nextn", "1"])
+    assert piped.exit_code == 0, piped.output
+    out = json.loads(piped.stdout)
+    assert out["ttft_ms"] > plain["ttft_ms"] and out["memory"]["weights"] < plain["memory"]["weights"]
+    bad = CliRunner().invoke(app, ["estimate", "static", "--model", "Qwen/Qwen3-30B-A3B", "--system", "h200_sxm",
+                                   "--backend", "vllm", "--version", "0.24.0", "--batch", "1", "--isl", "64", "--osl", "2",
+                                   "--tp", "4", "--moe-ep", "2", "--data", "aic-package", "--json"])
+    assert bad.exit_code == 1 and "must equal tp 4" in json.loads(bad.stdout)["error"]
+    usage = CliRunner().invoke(app, [*args, "--pp", "0"])
+    assert usage.exit_code == 2
