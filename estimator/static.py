@@ -35,18 +35,20 @@ class Deploy:
 
 
 def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
-    """Latency (ms, × scale) per op name."""
-    out = {}
+    """Latency (ms, × scale) per op name; ops sharing a name add up (a plan's parts of one op, e.g. banded and
+    global attention layers, reported as one entry as 0.12.0 does)."""
+    out: dict[str, float] = {}
     for name, op, query, scale in ops:
         if op == "mem":
-            out[name] = float(mem_op_latency(query["bytes"], spec)) * scale
+            ms = float(mem_op_latency(query["bytes"], spec)) * scale
         elif op == "allreduce" and query["tp"] <= 1:
-            out[name] = 0.0
+            ms = 0.0
         elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
-            out[name] = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
+            ms = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
         else:
             query_frame = pl.DataFrame({k: [v] for k, v in query.items()})
-            out[name] = float(estimate(est, op, query_frame, mode=mode)["latency_ms"][0]) * scale
+            ms = float(estimate(est, op, query_frame, mode=mode)["latency_ms"][0]) * scale
+        out[name] = out.get(name, 0.0) + ms
     return out
 
 
