@@ -13,7 +13,7 @@ import polars as pl
 
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import UnsupportedModelError
-from perfledger.estimator.fit.roofline import mem_op_latency
+from perfledger.estimator.fit.roofline import mem_op_latency, mem_op_sol
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
 from perfledger.estimator.models.plans.registry import PLANS, load_model
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
@@ -40,7 +40,7 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
     out: dict[str, float] = {}
     for name, op, query, scale in ops:
         if op == "mem":
-            ms = float(mem_op_latency(query["bytes"], spec)) * scale
+            ms = float((mem_op_sol if mode == "sol" else mem_op_latency)(query["bytes"], spec)) * scale
         elif op == "allreduce" and query["tp"] <= 1:
             ms = 0.0
         elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
