@@ -184,3 +184,25 @@ def test_architectures_priced_by_the_reference_but_not_here_are_typed_refusals(m
     never an estimate and never a plain 'not in models.yaml'."""
     with pytest.raises(UnsupportedModelError, match=f"need op families not priced yet: .*{needs}"):
         load_model(model)
+
+
+MEMORY = [("XiaomiMiMo/MiMo-7B-Base", "h200_sxm", "trtllm", "1.3.0rc20", 2, 1, 1),
+          ("Qwen/Qwen3-VL-8B-Instruct", "h200_sxm", "vllm", "0.24.0", 2, 1, 1),
+          ("Qwen/Qwen3-VL-32B-Instruct", "h100_sxm", "sglang", "0.5.14", 4, 1, 1),
+          ("Qwen/Qwen3-VL-30B-A3B-Instruct", "h200_sxm", "sglang", "0.5.14", 4, 1, 4),
+          ("Qwen/Qwen3-VL-235B-A22B-Instruct", "b200_sxm", "trtllm", "1.3.0rc20", 8, 1, 8),
+          ("MiniMaxAI/MiniMax-M2.5", "h200_sxm", "trtllm", "1.3.0rc20", 4, 1, 4),
+          ("nvidia/MiniMax-M2.5-NVFP4", "b200_sxm", "vllm", "0.24.0", 4, 2, 2)]
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("tokens", [256, 8192])
+@pytest.mark.parametrize("model,system,backend,version,tp,moe_tp,moe_ep", MEMORY)
+def test_memory_of_the_gqa_families_equals_the_reference(model, system, backend, version, tp, moe_tp, moe_ep, tokens,
+                                                         aic_core):
+    """memory.yaml's entries for MiMo, Qwen3-VL(-MoE) and MiniMax-M2 (Mixtral shares MiniMax-M2's; 0.12.0 reads it
+    only from a local folder): weights, KV per token, activations, runtime and capacity equal 0.12.0's breakdown
+    (the VL families' activation coefficients are its `default` row; the vision encoder holds no weights there)."""
+    from tests.estimator.test_memory import test_per_gpu_memory_equals_the_reference as memory_parity
+
+    memory_parity(model, system, backend, version, tp, moe_tp, moe_ep, tokens, aic_core)
