@@ -237,3 +237,24 @@ def test_memory_of_the_gqa_families_equals_the_reference(model, system, backend,
     from tests.estimator.test_memory import test_per_gpu_memory_equals_the_reference as memory_parity
 
     memory_parity(model, system, backend, version, tp, moe_tp, moe_ep, tokens, aic_core)
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("system", ["gb200", "b300_sxm"])
+def test_empirical_gemm_on_a_version_without_own_rows_misses_as_the_reference_op_does(wheel_est, oracle, system):
+    """Sweep find (`--modes EMPIRICAL`: Llama-4 / Qwen3-VL on trtllm 1.3.0rc23 'only we miss'): that version holds
+    no GEMM rows of its own, only a reuse.yaml. 0.12.0's op-level EMPIRICAL misses there as ours does; its static
+    engine answers, the sweep setting EMPIRICAL in a spec over the database `_maybe_load_database` loaded (the
+    SILICON view, donor rows included). Kept: EMPIRICAL reads the own version (see Known gaps)."""
+    import polars as pl
+
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.errors import NoDataError
+
+    for m, n, k in ((7, 4096, 5120), (512, 1280, 4096), (2000, 8192, 5120)):
+        assert oracle.gemm(system, "trtllm", "1.3.0rc23", "bfloat16", m, n, k, mode="EMPIRICAL") == (None, None)
+        frame = pl.DataFrame({"system": [system], "backend": ["trtllm"], "version": ["1.3.0rc23"], "quant": ["bfloat16"],
+                              "m": [m], "n": [n], "k": [k]})
+        with pytest.raises(NoDataError, match="no gemm_perf rows"):
+            estimate(wheel_est, "gemm", frame, mode="empirical")
+        assert estimate(wheel_est, "gemm", frame, mode="hybrid").item(0, "latency_ms") > 0  # the shared layer answers
