@@ -1,7 +1,8 @@
 """Whole-model static parity sweep: random deployments, ours (`estimate static`) vs aiconfigurator-core 0.12.0.
 
 Why: the per-op parity suites pin chosen points; this draws deployments over every model config both sides
-support (dense, MoE, K3, GLM-5; bf16 / fp8 / nvfp4 checkpoints), every system/backend/version of the wheel,
+support (every models.yaml architecture: dense, MoE, hybrid MoE, Gemma-4, DeciLM, K3, GLM-5, ...; bf16 / fp8 /
+fp8_block / nvfp4 / mxfp4 checkpoints), every system/backend/version of the wheel,
 tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID (`--modes`), and
 classifies each: agree (TTFT, TPOT and every op within 1e-6), both miss, only we miss, only they miss, differs
 (worst op and its relative error). Reusable: `--seed`, `--n`, `--json` (one object per deployment, then a
