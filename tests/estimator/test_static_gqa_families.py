@@ -258,3 +258,20 @@ def test_empirical_gemm_on_a_version_without_own_rows_misses_as_the_reference_op
         with pytest.raises(NoDataError, match="no gemm_perf rows"):
             estimate(wheel_est, "gemm", frame, mode="empirical")
         assert estimate(wheel_est, "gemm", frame, mode="hybrid").item(0, "latency_ms") > 0  # the shared layer answers
+
+
+@pytest.mark.aic
+def test_empirical_gemm_reads_the_own_version_like_the_reference_op(wheel_est, oracle):
+    """Sweep find (`--modes EMPIRICAL`: Step-3.7-Flash / Qwen3-VL on b60 vllm 0.26.0, router / o / down GEMMs 0.01–11 %
+    off the static engine): 0.12.0's op-level EMPIRICAL over 0.26.0's own rows equals ours at those shapes; its static
+    engine reads the SILICON-loaded database (0.20.0's rows too)."""
+    import polars as pl
+
+    from perfledger.estimator.batch import estimate
+
+    for m, n, k, lp in ((11, 288, 4096, False), (11, 4096, 8192, True), (4456, 4096, 8192, True), (11, 4096, 12288, True)):
+        ref, label = oracle.gemm("b60", "vllm", "0.26.0", "bfloat16", m, n, k, mode="EMPIRICAL", low_precision_input=lp)
+        frame = pl.DataFrame({"system": ["b60"], "backend": ["vllm"], "version": ["0.26.0"], "quant": ["bfloat16"], "m": [m],
+                              "n": [n], "k": [k], "low_precision_input": [lp]})
+        row = estimate(wheel_est, "gemm", frame, mode="empirical").row(0, named=True)
+        assert row["latency_ms"] == pytest.approx(ref, rel=1e-9) and row["source"] == label == "empirical"
