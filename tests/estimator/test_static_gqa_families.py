@@ -263,8 +263,8 @@ def test_empirical_gemm_on_a_version_without_own_rows_misses_as_the_reference_op
 @pytest.mark.aic
 def test_empirical_gemm_reads_the_own_version_like_the_reference_op(wheel_est, oracle):
     """Sweep find (`--modes EMPIRICAL`: Step-3.7-Flash / Qwen3-VL on b60 vllm 0.26.0, router / o / down GEMMs 0.01–11 %
-    off the static engine): 0.12.0's op-level EMPIRICAL over 0.26.0's own rows equals ours at those shapes; its static
-    engine reads the SILICON-loaded database (0.20.0's rows too)."""
+    off the static engine): 0.12.0's op-level EMPIRICAL over 0.26.0's own rows equals ours at those shapes (its static
+    engine presumably reads the SILICON-loaded database, 0.20.0's rows too; not checked)."""
     import polars as pl
 
     from perfledger.estimator.batch import estimate
