@@ -1,11 +1,12 @@
 """Whole-model static parity sweep: random deployments, ours (`estimate static`) vs aiconfigurator-core 0.12.0.
 
 Why: the per-op parity suites pin chosen points; this draws deployments over every model config both sides
-support (dense, MoE, K3, GLM-5; bf16 / fp8 / nvfp4 checkpoints), every system/backend/version of the wheel,
-tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID, and
+support (every models.yaml architecture: dense, MoE, hybrid MoE, Gemma-4, DeciLM, K3, GLM-5, ...; bf16 / fp8 /
+fp8_block / nvfp4 / mxfp4 checkpoints), every system/backend/version of the wheel,
+tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID (`--modes`), and
 classifies each: agree (TTFT, TPOT and every op within 1e-6), both miss, only we miss, only they miss, differs
 (worst op and its relative error). Reusable: `--seed`, `--n`, `--json` (one object per deployment, then a
-summary object), `--only MODEL_SUBSTRING`.
+summary object), `--only SUBSTRING[,SUBSTRING...]` (models whose HF id contains any of them).
 
     .venv/bin/python benchmarks/static_parity.py --n 300 --seed 1
 """
@@ -58,7 +59,7 @@ def deployments_targets() -> list[tuple[str, str, str, bool]]:
     return sorted(found)
 
 
-def draw(rng: random.Random, model_list, targets) -> dict:
+def draw(rng: random.Random, model_list, targets, modes=("SILICON", "HYBRID")) -> dict:
     model, kind = rng.choice(model_list)
     # 4 in 5 draws from versions with their own GEMM tables (else nearly every draw is a both-miss)
     full = [t for t in targets if t[3]]
@@ -69,7 +70,7 @@ def draw(rng: random.Random, model_list, targets) -> dict:
     return {"model": model, "kind": kind, "system": system, "backend": backend, "version": version, "tp": tp,
             "moe_tp": moe_tp, "moe_ep": moe_ep, "batch": round(math.exp(rng.uniform(0, math.log(64)))),
             "isl": round(math.exp(rng.uniform(math.log(64), math.log(16000)))), "osl": rng.randint(2, 300),
-            "mode": rng.choice(["SILICON", "HYBRID"])}
+            "mode": rng.choice(list(modes))}
 
 
 def ours(est, d: dict):
@@ -86,12 +87,33 @@ def ours(est, d: dict):
         return None, f"CRASH {type(exc).__name__}: {str(exc)[:160]}"
 
 
+def reference_model_path(model: str) -> str:
+    """What 0.12.0 is handed for `model`: the HF id where its DefaultHFModels list holds it (it reads its bundled
+    config then), else a folder holding the wheel's config.json (+ hf_quant_config.json), which it reads as a local
+    checkpoint: ids outside that list (Mixtral) it would otherwise fetch from the Hub, which this sweep cannot reach."""
+    import shutil
+    import tempfile
+
+    from aiconfigurator_core.sdk.common import DefaultHFModels
+
+    if model in DefaultHFModels:
+        return model
+    stem = model.replace("/", "--")
+    folder = Path(tempfile.gettempdir()) / f"static_parity_{os.getuid()}" / stem
+    folder.mkdir(parents=True, exist_ok=True)
+    for suffix, name in (("_config.json", "config.json"), ("_hf_quant_config.json", "hf_quant_config.json")):
+        if (src := wheel_dir() / "model_configs" / f"{stem}{suffix}").is_file():
+            shutil.copyfile(src, folder / name)
+    return str(folder)
+
+
 def reference(d: dict):
     """0.12.0's (ttft, decode ms over osl − 1 steps, {phase: {op: ms}}) with its default (checkpoint) quants, the
     database mode set in the compiled engine spec (its static entry point takes none), or (None, miss text)."""
     import aiconfigurator_core
     from aiconfigurator_core.sdk import engine as E
 
+    model_path = reference_model_path(d["model"])
     try:
         cfg = E.build_model_config(tp_size=d["tp"], pp_size=1, attention_dp_size=1, moe_tp_size=d["moe_tp"],
                                    moe_ep_size=d["moe_ep"], gemm_quant_mode=None, kvcache_quant_mode=None,
@@ -99,7 +121,7 @@ def reference(d: dict):
                                    forward_model=None, attention_backend=None)
         version = E._literal_backend_version(d["system"], d["backend"], d["version"], None, None)
         spec = json.loads(E.build_engine_spec_json(
-            E.get_model(d["model"], cfg, d["backend"]), model_path=d["model"], system=d["system"],
+            E.get_model(model_path, cfg, d["backend"]), model_path=model_path, system=d["system"],
             backend=d["backend"], backend_version=version, kv_block_size=None, systems_path=None, nextn=0,
             database=E._maybe_load_database(d["system"], d["backend"], version, None)))
         spec["engine"]["database_mode"] = d["mode"]
@@ -188,20 +210,22 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--only", default="", help="restrict to models whose name contains this (any case)")
+    ap.add_argument("--modes", default="SILICON,HYBRID", help="comma-separated database modes to draw from (also EMPIRICAL, SOL)")
+    ap.add_argument("--only", default="", help="comma-separated: restrict to models whose name contains any of these (any case)")
     args = ap.parse_args(argv)
     from perfledger.estimator.session import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
     rng = random.Random(args.seed)
     priced = models()
-    model_list = [m for m in priced if args.only.lower() in m[0].lower()]  # `--only kimi` finds moonshotai/Kimi-K3
+    wanted = [part.lower() for part in args.only.split(",") if part] or [""]
+    model_list = [m for m in priced if any(part in m[0].lower() for part in wanted)]  # `--only kimi` finds moonshotai/Kimi-K3
     if not model_list:
         ap.error(f"--only {args.only!r} matches no model the estimator prices; models: {', '.join(m for m, _ in priced)}")
     targets = deployments_targets()
     start, rows = time.perf_counter(), []
     for _ in range(args.n):
-        row = run_one(est, draw(rng, model_list, targets))
+        row = run_one(est, draw(rng, model_list, targets, args.modes.split(",")))
         rows.append(row)
         if args.json:
             print(json.dumps(row), flush=True)

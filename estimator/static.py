@@ -18,7 +18,7 @@ import polars as pl
 
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import UnsupportedModelError
-from perfledger.estimator.fit.roofline import mem_op_latency
+from perfledger.estimator.fit.roofline import mem_op_latency, mem_op_sol
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
 from perfledger.estimator.models.plans.registry import PLANS, load_model
 from perfledger.estimator.models.priced import PricedModel
@@ -46,20 +46,22 @@ class Deploy:
 
 
 def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
-    """Latency (ms, × scale) per op name."""
-    out = {}
+    """Latency (ms, × scale) per op name; ops sharing a name add up (a plan's parts of one op, e.g. banded and
+    global attention layers, reported as one entry as 0.12.0 does)."""
+    out: dict[str, float] = {}
     for name, op, query, scale in ops:
         if op == "mem":
-            out[name] = float(mem_op_latency(query["bytes"], spec)) * scale
+            ms = float((mem_op_sol if mode == "sol" else mem_op_latency)(query["bytes"], spec)) * scale
         elif op == "p2p":
-            out[name] = p2p_latency(query["bytes"], spec) * scale
+            ms = p2p_latency(query["bytes"], spec) * scale
         elif op == "allreduce" and query["tp"] <= 1:
-            out[name] = 0.0
+            ms = 0.0
         elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
-            out[name] = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
+            ms = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
         else:
             query_frame = pl.DataFrame({k: [v] for k, v in query.items()})
-            out[name] = float(estimate(est, op, query_frame, mode=mode)["latency_ms"][0]) * scale
+            ms = float(estimate(est, op, query_frame, mode=mode)["latency_ms"][0]) * scale
+        out[name] = out.get(name, 0.0) + ms
     return out
 
 

@@ -80,6 +80,11 @@ def mem_op_latency(nbytes, spec: SystemSpec):
     return (nbytes / (spec.mem_bw * spec.mem_bw_scaling) + spec.mem_const_latency) * 1000.0
 
 
+def mem_op_sol(nbytes, spec: SystemSpec):
+    """The same memory ops in SOL mode: bytes at the unscaled bandwidth, no constant (0.12.0's SOL, probed)."""
+    return np.asarray(nbytes, dtype=np.float64) / spec.mem_bw * 1000.0
+
+
 def elementwise_bytes(dim_in, dim_out, tokens):
     return 2.0 * (np.asarray(dim_in, dtype=np.float64) + dim_out) * tokens
 

@@ -51,6 +51,15 @@ class MoeModel(OpModel):
 
         return est.memo(("moe_table", key["system"], key["backend"], key["version"], shared), build)[kind]
 
+    def _quant_order(self, est, key, shared: bool) -> list[str]:
+        """The MoE quants in the order the table's rows first name them, over every kernel family."""
+
+        def build():
+            df = est.table(key["system"], key["backend"], key["version"], self.table, shared=shared, dedupe=False)
+            return apply_quant_overrides(df)["moe_dtype"].unique(maintain_order=True).to_list()
+
+        return est.memo(("moe_quant_order", key["system"], key["backend"], key["version"], shared), build)
+
     def _slice(self, df: pl.DataFrame, key) -> pl.DataFrame:
         slice_filter = pl.col("moe_dtype") == key["quant"]
         for col, table_col in SHAPE.items():
@@ -109,11 +118,12 @@ class MoeModel(OpModel):
                 lat[small] = sol[small] / query_util(fast, tokens[small])
             return lat, "empirical"
         same = (pl.col("moe_tp_size") == int(key["tp"])) & (pl.col("moe_ep_size") == int(key["ep"]))
-        gating, slices = {}, {}  # both kernel families are candidates; quant order is table order, own gating first
+        # both kernel families are candidates; quants in the table's row order over both families (0.12.0 breaks
+        # profile-distance ties by it: l40s trtllm's file opens with non-gated fp8, so a gated w4a16_mxfp4 query
+        # borrows fp8 there, bf16 where bf16 rows come first), slices own gating first
+        gating, slices = {}, {quant: [] for quant in self._quant_order(est, key, shared)}
         for gated in (bool(key["gated"]), not bool(key["gated"])):
             df = self._table(est, key, gated, shared=shared)
-            for quant in df["moe_dtype"].unique(maintain_order=True).to_list():
-                slices.setdefault(quant, [])
             for quant, *feats in df.filter(same).select("moe_dtype", *FEATURES).unique(maintain_order=True).iter_rows():
                 if (quant, tuple(feats)) not in gating:
                     gating[(quant, tuple(feats))] = gated

@@ -1,4 +1,5 @@
-"""GQA layer plan (`kind` dense and moe: Qwen3, Llama, Qwen3-MoE): the op list of one transformer forward pass.
+"""GQA layer plan (`kind` dense and moe: Qwen3, Llama, MiMo, Qwen3-VL, Qwen3-MoE, Mixtral, MiniMax-M2, gpt-oss): the op
+list of one transformer forward pass.
 
 Dense layers: norm, qkv GEMM, attention, o-proj, norm, gate/up GEMM, act, down GEMM (+ TP allreduces); MoE layers
 replace the MLP with router GEMM, dispatch, MoE block, combine. Router and logits GEMMs stay bf16 in a quantized
@@ -35,10 +36,17 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int, *, 
     attn = {**base, "kv_quant": d.kv_quant, "head_dim": dims.head_dim, "window": 0, "kv_heads": kv_heads, "heads": heads,
             "batch": batch, "lane_defaults": True}
     if context:
-        ops.append(("attention", "attention", {**attn, "fmha_quant": d.fmha_quant, "isl": seq,
-                                               "qk_norm": bool(m.family.get("qk_norm", False))}, L))
+        attn = {**attn, "fmha_quant": d.fmha_quant, "isl": seq, "qk_norm": bool(m.family.get("qk_norm", False))}
     else:
-        ops.append(("attention", "generation_attention", {**attn, "seq": seq}, L))
+        attn = {**attn, "seq": seq}
+    op = "attention" if context else "generation_attention"
+    # models.yaml `window_attention`: a share of the layers attends in a band (gpt-oss: half at window 128); both
+    # parts are the one `attention` entry, as 0.12.0 reports them
+    banded = m.family.get("window_attention")
+    share = banded["layer_share"] if banded else 0.0
+    if share:
+        ops.append(("attention", op, {**attn, "window": banded["window"]}, L * share))
+    ops.append(("attention", op, attn, L * (1 - share)))
     ops += [("proj_gemm", "gemm", gemm(tokens, h, heads * dims.head_dim, lp=True), L),
             ("add_norm_2", "mem", {"bytes": elementwise_bytes(2 * h, 2 * h, tokens)}, L)]
     ar = {**base, "tp": tp, "elements": tokens * h}
