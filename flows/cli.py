@@ -175,6 +175,7 @@ def register(app: typer.Typer) -> None:
                  warehouse: WarehouseOpt = None, json: JsonOpt = False) -> None:
         """Rows added / removed / changed between two versions of a curated table, and moves above a threshold."""
         from perfledger.reports.diff import table_diff
+        from perfledger.warehouse.history import check_version
         from perfledger.warehouse.paths import resolve_root
         from perfledger.warehouse.store import Warehouse, WarehouseError
 
@@ -182,6 +183,12 @@ def register(app: typer.Typer) -> None:
         latest = wh.table_version(table, curated=True)
         if latest is None:
             fail(f"no curated table {table!r} in warehouse {wh.root}", as_json=json)
+        try:
+            for version in (old, new):
+                if version is not None:
+                    check_version(wh, table, version)
+        except WarehouseError as exc:
+            fail(str(exc), as_json=json)
         try:
             d = table_diff(wh, table, old, latest if new is None else new, threshold)
         except WarehouseError as exc:

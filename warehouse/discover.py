@@ -136,7 +136,8 @@ def _tree_batches(root: Path, source: str, catalog: Catalog, under: Path | None 
                 spec = catalog.table(table_of(file))
                 if spec.family != family:
                     raise CatalogError(f"{file}: table {spec.name} belongs to family {spec.family!r}, not {family!r}")
-            sidecars = _regular([folder / name for name in TREE_SIDECARS if _present(folder / name)], root)
+            sidecars = _regular([*(folder / name for name in TREE_SIDECARS if _present(folder / name)),
+                                 *sorted(folder.glob("errors_*.json"))], root)
         except (CatalogError, InputFileError) as exc:
             batches.append(DiscoveryFailure(label, str(exc)))
             continue

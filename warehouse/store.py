@@ -14,13 +14,14 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
-from deltalake import DeltaTable, WriterProperties, write_deltalake
+from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from perfledger.schemas.catalog import check_safe_name
 from perfledger.warehouse.journal import Journal, log_version, pinned_versions
 
 SLICE_COLUMNS = ("system", "backend", "version")
+COMMIT_LABEL = "perfledger."  # prefix of the labels a commit carries in its Delta commitInfo (`perfledger versions`)
 AsOf = int | str | datetime | None
 
 
@@ -56,6 +57,7 @@ class Warehouse:
         self.root = Path(root)
         self.write_observer: Callable[[Path], None] | None = None
         self._unit: Journal | None = None
+        self._labels: dict[str, str] = {}
 
     # -- the commit unit ---------------------------------------------------------------------------
     @contextmanager
@@ -80,6 +82,20 @@ class Warehouse:
             raise
         self._unit = None
         journal.commit()
+
+    @contextmanager
+    def labelled(self, operation: str, batches: Iterable[str] = ()) -> Iterator[None]:
+        """Every commit inside the block records what made it (an operation and the batch ids it wrote) in
+        its commitInfo, so a table's history says which batch made each version."""
+        previous = self._labels
+        self._labels = {f"{COMMIT_LABEL}operation": operation, f"{COMMIT_LABEL}batches": ",".join(sorted(set(batches)))}
+        try:
+            yield
+        finally:
+            self._labels = previous
+
+    def _commit_properties(self) -> CommitProperties | None:
+        return CommitProperties(custom_metadata=dict(self._labels)) if self._labels else None
 
     def before_writing(self, target: Path) -> None:
         """Every table write announces its target: the open unit records the table's version first."""
@@ -175,9 +191,10 @@ class Warehouse:
             raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
         return frame
 
-    def read_table(self, name: str, *, as_of: AsOf = None) -> pl.DataFrame:
-        """An auxiliary table (batches, quarantine, duplicates, ledger tables, ...)."""
-        frame = self._read(self.table_uri(name), as_of, {})
+    def read_table(self, name: str, *, as_of: AsOf = None, where: dict[str, str | None] | None = None) -> pl.DataFrame:
+        """An auxiliary table (batches, quarantine, duplicates, ledger tables, ...), optionally only the rows
+        whose columns equal `where`'s values (partition columns prune files)."""
+        frame = self._read(self.table_uri(name), as_of, where or {})
         if frame is None:
             raise WarehouseError(f"no table {name!r} in warehouse {self.root}")
         return frame
@@ -188,6 +205,17 @@ class Warehouse:
         if delta is None:
             raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
         return self._scan(delta).select(list(columns)).collect()
+
+    def auxiliary_tables(self) -> list[str]:
+        """Every table beside the curated ones (batches, findings, ledger tables, ...)."""
+        if not self.root.is_dir():
+            return []
+        pins = self._pins()
+        return sorted(p.name for p in self.root.iterdir() if p.name != "curated" and self._visible(p, pins))
+
+    def delta_table(self, name: str, *, curated: bool = False) -> DeltaTable | None:
+        """The Delta table itself at its latest committed version, for maintenance (None: no table)."""
+        return self._open(self.curated_uri(name) if curated else self.table_uri(name))
 
     def has_table(self, name: str) -> bool:
         return self._visible(self.table_uri(name), self._pins())
@@ -209,7 +237,8 @@ class Warehouse:
             return []
         return [
             {"version": h.get("version"), "timestamp": h.get("timestamp"), "operation": h.get("operation"),
-             "parameters": h.get("operationParameters", {})}
+             "parameters": h.get("operationParameters", {}), "metrics": h.get("operationMetrics", {}),
+             "labels": {k.removeprefix(COMMIT_LABEL): v for k, v in h.items() if k.startswith(COMMIT_LABEL)}}
             for h in table.history()
         ]
 
@@ -228,7 +257,7 @@ class Warehouse:
                 str(uri), df, mode=mode,
                 partition_by=list(partition_by) if partition_by else None, predicate=predicate,
                 writer_properties=WriterProperties(compression="ZSTD", compression_level=1),
-                schema_mode="merge",
+                schema_mode="merge", commit_properties=self._commit_properties(),
             )
         except (OSError, DeltaError) as exc:  # disk full and permission errors arrive as either
             raise WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}") from exc
@@ -269,7 +298,7 @@ class Warehouse:
         if df.is_empty():
             self.before_writing(uri)
             try:
-                table.delete(predicate)
+                table.delete(predicate, commit_properties=self._commit_properties())
             except (OSError, DeltaError) as exc:
                 raise WarehouseError(f"cannot write warehouse table {uri.name} at {uri}: {exc}") from exc
             return table.version()
