@@ -150,21 +150,37 @@ def register(app: typer.Typer) -> None:
     def serve(file: Annotated[Path | None, typer.Option(
                   "--file", help="Deployments file (default: prefect.yaml in the working directory).")] = None,
               dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the deployments and exit.")] = False,
+              ephemeral: Annotated[bool, typer.Option(
+                  "--ephemeral",
+                  help="Serve without PREFECT_API_URL (a temporary server: schedules end with this process).")] = False,
               json: JsonOpt = False) -> None:
         """Serve the prefect.yaml deployments (schedules) against the configured Prefect server."""
         from perfledger.flows import make_prefect_home
 
         make_prefect_home()
-        from perfledger.flows.serve import DeploymentError, load_deployments, serve_all
+        from perfledger.flows.serve import DeploymentError, ServerMissing, check_server, load_deployments, serve_all
 
         try:
             deployments = load_deployments(file)
         except DeploymentError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=json)
         if dry_run:
-            payload = [{"name": d.name, "schedules": d.describe_schedules(), "parameters": d.parameters} for d in deployments]
-            emit_json(payload) if json else [typer.echo(f"{p['name']}: {p['schedules']}") for p in payload]
+            payload = [d.describe() for d in deployments]
+            if json:
+                emit_json(payload)
+                return
+            for p in payload:
+                typer.echo(f"{p['name']}: {p['schedules']}{' (paused)' if p['paused'] else ''}")
+                for note in p["notes"]:
+                    typer.echo(f"  note: {note}")
             return
+        try:
+            check_server(ephemeral)
+        except ServerMissing as exc:
+            fail(str(exc), code=EXIT_USAGE, as_json=json)
+        for d in deployments:
+            for note in d.describe()["notes"]:
+                typer.echo(f"{d.name}: {note}", err=True)
         serve_all(deployments)
 
     @app.command("diff")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from prefect import task
 
+from perfledger.flows.retry import RETRY_TRANSIENT
 from perfledger.schemas.catalog import CatalogError, load_catalog
 from perfledger.warehouse.discover import BatchSource
 from perfledger.warehouse.ingest import OnCommit, ingest
@@ -20,7 +21,7 @@ from perfledger.warehouse.prepare import BatchError, PreparedBatch, prepare_batc
 from perfledger.warehouse.store import Warehouse
 
 
-@task(name="prepare-batch", retries=2, retry_delay_seconds=1)
+@task(name="prepare-batch", **RETRY_TRANSIENT)
 def prepare_task(batch: BatchSource) -> PreparedBatch | str:
     """A prepared batch, or the error text of a batch that fails (it is reported, never committed)."""
     try:
