@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -78,7 +79,12 @@ def child_dask(out: Path) -> dict:
 def run_child(kind: str) -> dict:
     out = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
     try:
-        done = subprocess.run([sys.executable, __file__, "--child", kind, str(out)], check=True, capture_output=True, text=True)
+        # a loaded machine can take longer than Prefect's default to start the dask child's temporary server
+        env = {"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180", **os.environ}
+        done = subprocess.run([sys.executable, __file__, "--child", kind, str(out)], capture_output=True, text=True,
+                              env=env)
+        if done.returncode:
+            raise SystemExit(f"{kind} run failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(out, ignore_errors=True)
