@@ -174,23 +174,37 @@ def register(app: typer.Typer) -> None:
     def serve(file: Annotated[Path | None, typer.Option(
                   "--file", help="Deployments file (default: prefect.yaml in the working directory).")] = None,
               dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the deployments and exit.")] = False,
+              ephemeral: Annotated[bool, typer.Option(
+                  "--ephemeral",
+                  help="Serve without PREFECT_API_URL (a temporary server: schedules end with this process).")] = False,
               json: JsonOpt = False) -> None:
         """Serve the prefect.yaml deployments (schedules) against the configured Prefect server."""
         from perfledger.flows import make_prefect_home
 
         make_prefect_home()
-        from perfledger.flows.serve import DeploymentError, load_deployments, serve_all
+        from perfledger.flows.serve import DeploymentError, ServerMissing, check_server, load_deployments, serve_all
 
         try:
             deployments = load_deployments(file)
         except DeploymentError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=json)
         if dry_run:
-            payload = [{"name": d.name, "schedules": d.describe_schedules(), "parameters": d.parameters} for d in deployments]
-            emit_json(payload) if json else [typer.echo(f"{p['name']}: {'; '.join(p['schedules']) or 'no schedule'}")
-                                             for p in payload]
+            payload = [d.describe() for d in deployments]
+            if json:
+                emit_json(payload)
+                return
+            for p in payload:
+                typer.echo(f"{p['name']}: {p['schedules']}{' (paused)' if p['paused'] else ''}")
+                for note in p["notes"]:
+                    typer.echo(f"  note: {note}")
             return
-        _serve_preflight(json)
+        try:
+            check_server(ephemeral)
+        except ServerMissing as exc:  # the environment lacks a server: a failure (1), not a bad call
+            fail(str(exc), as_json=json)
+        for d in deployments:
+            for note in d.describe()["notes"]:
+                typer.echo(f"{d.name}: {note}", err=True)
         serve_all(deployments)
 
     @app.command("diff")
@@ -201,6 +215,7 @@ def register(app: typer.Typer) -> None:
                  warehouse: WarehouseOpt = None, json: JsonOpt = False) -> None:
         """Rows added / removed / changed between two versions of a curated table, and moves above a threshold."""
         from perfledger.reports.diff import table_diff
+        from perfledger.warehouse.history import check_version
         from perfledger.warehouse.paths import resolve_root
         from perfledger.warehouse.store import Warehouse, WarehouseError
 
@@ -215,6 +230,12 @@ def register(app: typer.Typer) -> None:
             fail(f"no curated table {table!r} in warehouse {wh.root}{hint}", as_json=json)
         from perfledger.console import progress
 
+        try:
+            for version in (old, new):
+                if version is not None:
+                    check_version(wh, table, version)
+        except WarehouseError as exc:
+            fail(str(exc), as_json=json)
         try:
             with progress(None, f"diffing {table}"):  # one polars join: a pulsing bar, no steps to count
                 d = table_diff(wh, table, old, latest if new is None else new, threshold)
@@ -257,19 +278,6 @@ def register(app: typer.Typer) -> None:
             emit_json(result)
         else:
             typer.echo(f"exported {result['files']} tables ({result['rows']} rows) to {out}")
-
-
-def _serve_preflight(as_json: bool) -> None:
-    """`serve` needs a running Prefect server: without one configured, one line and exit 1 instead of Prefect's
-    connection tracebacks (a temporary server would die with the command and serve nothing)."""
-    from perfledger.flows import make_prefect_home
-
-    make_prefect_home()
-    from prefect.settings import get_current_settings
-
-    if not get_current_settings().api.url:
-        fail("serve needs a Prefect server: start one (`prefect server start`) and set PREFECT_API_URL, e.g. "
-             "http://127.0.0.1:4200/api (`perfledger serve --dry-run` lists the deployments without one)", as_json=as_json)
 
 
 def _lane_names(models: list[str], as_json: bool) -> list[str]:

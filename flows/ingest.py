@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from prefect import flow, task
 
+from perfledger.flows.retry import RETRY_TRANSIENT
 from perfledger.warehouse.store import Warehouse
 
 
-@task(name="ingest-sources", retries=2, retry_delay_seconds=2)
+@task(name="ingest-sources", **RETRY_TRANSIENT)
 def ingest_task(sources: list[str], root: str, partitioned: bool = False) -> dict:
     """IO task: re-running converges (slices are replaced, not appended); known content is a no-op.
 

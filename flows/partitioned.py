@@ -3,15 +3,21 @@
 Preparing a batch (read, type, normalise) is pure and independent per batch, so it runs on the
 workers; window validation and committing stay in the flow process under the warehouse's run lock,
 in discovery order, through the same finalise_window + CommitBuffer as a local ingest, so the
-warehouse ends up with the same contents.
+warehouse ends up with the same contents. Batches travel in bundles of a few MiB of source, and
+submission is windowed: at most IN_FLIGHT bundles are submitted and not yet taken, and each prepared
+batch is streamed to the committer as soon as it is its turn, so memory is bounded by the window, not
+by the number of batches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from prefect import task
 
+from perfledger.flows.retry import RETRY_TRANSIENT
 from perfledger.schemas.catalog import CatalogError, load_catalog
 from perfledger.warehouse.discover import BatchSource
 from perfledger.warehouse.ingest import OnCommit, ingest
@@ -19,21 +25,63 @@ from perfledger.warehouse.prepare import BatchError, PreparedBatch, prepare_batc
 from perfledger.warehouse.store import Warehouse
 
 
-@task(name="prepare-batch", retries=2, retry_delay_seconds=1)
-def prepare_task(batch: BatchSource) -> PreparedBatch | str:
-    """A prepared batch, or the error text of a batch that fails (it is reported, never committed)."""
-    try:
-        return prepare_batch(batch, load_catalog())
-    except (BatchError, CatalogError) as exc:
-        return str(exc)
+@task(name="prepare-batches", **RETRY_TRANSIENT)
+def prepare_task(bundle: list[BatchSource]) -> list[PreparedBatch | str]:
+    """Each batch of a bundle prepared, or the error text of one that fails (reported, never committed).
+    Batches travel in bundles: one task per small batch would cost more in orchestration than it saves."""
+    out: list[PreparedBatch | str] = []
+    for batch in bundle:
+        try:
+            out.append(prepare_batch(batch, load_catalog()))
+        except (BatchError, CatalogError) as exc:
+            out.append(str(exc))
+    return out
 
 
-def prepare_on_runner(batches: list[BatchSource]) -> Iterator[PreparedBatch | BatchError]:
-    """A PrepareMap for warehouse.ingest: every batch submitted at once, results taken in order."""
-    futures = [prepare_task.submit(batch) for batch in batches]
-    for future in futures:
-        prepared = future.result()
-        yield BatchError(prepared) if isinstance(prepared, str) else prepared
+def bundles(batches: list[BatchSource], max_bytes: int, max_batches: int) -> Iterator[list[BatchSource]]:
+    """Consecutive batches grouped up to `max_bytes` of source files or `max_batches` (a big batch alone)."""
+    bundle: list[BatchSource] = []
+    size = 0
+    for batch in batches:
+        weight = sum(p.stat().st_size for p in batch.files)
+        if bundle and (size + weight > max_bytes or len(bundle) >= max_batches):
+            yield bundle
+            bundle, size = [], 0
+        bundle.append(batch)
+        size += weight
+    if bundle:
+        yield bundle
+
+
+T = TypeVar("T")
+IN_FLIGHT = 4  # bundles submitted but not yet taken by the committer (about 2 per worker)
+BUNDLE_BYTES = 4 << 20  # source bytes per bundle (Parquet is compressed: a few times that in memory)
+BUNDLE_BATCHES = 32
+
+
+def windowed(items: Iterable[T], submit: Callable[[T], Any], window: int) -> Iterator[Any]:
+    """The futures of `submit(item)` in order, never more than `window` submitted and not yet yielded:
+    the next item is submitted only once the oldest result is taken."""
+    if window < 1:
+        raise ValueError(f"window must be at least 1, not {window}")
+    source = iter(items)
+    pending: deque = deque()
+    for item in source:
+        pending.append(submit(item))
+        if len(pending) >= window:
+            break
+    while pending:
+        yield pending.popleft()
+        following = next(source, None)
+        if following is not None:
+            pending.append(submit(following))
+
+
+def prepare_on_runner(batches: list[BatchSource], window: int = IN_FLIGHT) -> Iterator[PreparedBatch | BatchError]:
+    """A PrepareMap for warehouse.ingest: bundles submitted in a sliding window, results taken in order."""
+    for future in windowed(bundles(batches, BUNDLE_BYTES, BUNDLE_BATCHES), prepare_task.submit, window):
+        for prepared in future.result():
+            yield BatchError(prepared) if isinstance(prepared, str) else prepared
 
 
 def partitioned_ingest(sources: list[str], root: str, on_commit: OnCommit | None = None) -> dict:

@@ -1,8 +1,9 @@
 """`perfledger run`: ingest → validate → ledger → matrix → estimate → generate → publish, one Prefect flow.
 
-Each stage is a task over plain functions (flows.tasks). Derived stages are keyed by content (their
-inputs' file hashes, the warehouse table versions they read, their parameters): an unchanged input
-returns the stored result instead of recomputing. Independent work (ingest partitions, one ledger per
+Each stage is a task over plain functions (flows.tasks), run after the previous stage's task (real edges
+in Prefect's task graph). Derived stages are keyed by content (their inputs' file hashes, the warehouse
+table versions they read, their parameters): an unchanged input returns the stored result instead of
+recomputing, shown as a Completed "skipped: inputs unchanged" task. Independent work (ingest partitions, one ledger per
 model, one deployment per YAML) is submitted to the flow's task runner, so `--runner dask` spreads it.
 """
 
@@ -20,7 +21,16 @@ from perfledger.estimator.scenarios import ESTIMATES_TABLE
 from perfledger.flows.config import PipelineConfig
 from perfledger.flows.ingest import ingest_task
 from perfledger.flows.keys import StageCache, content_key, file_digest, warehouse_state
-from perfledger.flows.tasks import estimate_task, generate_task, ledger_task, matrix_dir, matrix_task, publish_task, validate_task
+from perfledger.flows.tasks import (
+    estimate_task,
+    generate_task,
+    ledger_task,
+    matrix_dir,
+    matrix_task,
+    publish_task,
+    skipped_task,
+    validate_task,
+)
 from perfledger.safe_io import check_output_folder
 from perfledger.warehouse.inventory import curated_inventory, table_totals
 from perfledger.warehouse.lock import WarehouseBusy, check_writable, run_lock
@@ -35,15 +45,34 @@ class PipelineBusy(RuntimeError):
 
 
 class _Stages:
-    """Runs stages through the content-key cache and records status and timing of each."""
+    """Runs stages through the content-key cache and records status and timing of each.
+
+    Every stage's task runs after the previous stage's (`wait_for`: real edges in Prefect's task graph,
+    ingest → validate → ledger → matrix → estimate → generate → publish); a stage whose key matched runs
+    as a Completed "skipped: inputs unchanged" task, so the graph shows it too.
+    """
 
     def __init__(self, cfg: PipelineConfig):
         self.cfg, self.cache, self.log = cfg, StageCache(cfg.out), get_run_logger()
         self.wh = Warehouse(cfg.warehouse)
         self.records: list[dict] = []
+        self.upstream: list = []   # the previous stage's task states/futures
+        self._current: list = []
 
     def wanted(self, stage: str) -> bool:
         return stage in self.cfg.stages
+
+    def call(self, task, *args):
+        """Run one task in this process after the previous stage; its result."""
+        state = task(*args, return_state=True, wait_for=self.upstream)
+        self._current.append(state)
+        return state.result()
+
+    def fan_out(self, task, argsets: list[tuple]) -> list:
+        """Submit one task per argument set to the task runner after the previous stage; their results."""
+        futures = [task.submit(*args, wait_for=self.upstream) for args in argsets]
+        self._current.extend(futures)
+        return [f.result() for f in futures]
 
     def run(self, stage: str, reads: tuple[str, ...], parts: list, compute, valid=lambda result: True):
         """Run `compute` unless the key over (warehouse, versions of the tables it `reads`, parts) is unchanged."""
@@ -53,6 +82,8 @@ class _Stages:
         if entry and entry.get("key") == key and not valid(entry["result"]):
             self.cache.state.pop(stage)  # outputs gone: recompute
         result, skipped = self.cache.run(stage, key, compute)
+        if skipped:
+            self.call(skipped_task.with_options(name=stage), stage)
         self.record(stage, "skipped" if skipped else "ran", started)
         return result
 
@@ -60,28 +91,24 @@ class _Stages:
         entry = {"stage": stage, "status": status, "seconds": round(time.perf_counter() - started, 3)}
         self.records.append(entry)
         self.log.info("stage %s", json.dumps(entry))
+        if self._current:
+            self.upstream, self._current = self._current, []
 
 
 def _ledgers(st: _Stages, root: str) -> list[dict]:
     from perfledger.ledger.specs import find_spec
 
-    def compute():
-        futures = [ledger_task.submit(root, model) for model in st.cfg.models]
-        return [f.result() for f in futures]
-
     specs = [file_digest(find_spec(m).path) for m in st.cfg.models]
-    return st.run("ledger", ("batches",), [st.cfg.models, specs], compute)
+    return st.run("ledger", ("batches",), [st.cfg.models, specs],
+                  lambda: st.fan_out(ledger_task, [(root, model) for model in st.cfg.models]))
 
 
 def _deployments(st: _Stages, out: str) -> list[dict]:
-    def compute():
-        futures = [generate_task.submit(d, out) for d in st.cfg.deployments]
-        return [f.result() for f in futures]
-
     def present(result):
         return all((Path(out) / d["folder"] / f).is_file() for d in result for f in d["files"])
 
-    return st.run("generate", (), [[(d, file_digest(d)) for d in st.cfg.deployments]], compute, present)
+    return st.run("generate", (), [[(d, file_digest(d)) for d in st.cfg.deployments]],
+                  lambda: st.fan_out(generate_task, [(d, out) for d in st.cfg.deployments]), present)
 
 
 @flow(name="perfledger-run")
@@ -99,18 +126,18 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
         report = {**report, "backfill": rederive(st.wh, backfill)}
         st.record("backfill", "ran", t)
     elif st.wanted("ingest"):
-        report = ingest_task(cfg.sources, root, partitioned)
+        report = st.call(ingest_task, cfg.sources, root, partitioned)  # commits stay in this process
         st.record("ingest", "ran", t)
-    validation = st.run("validate", ("batches",), [], lambda: validate_task(root)) if st.wanted("validate") else None
+    validation = st.run("validate", ("batches",), [], lambda: st.call(validate_task, root)) if st.wanted("validate") else None
     ledgers = _ledgers(st, root) if st.wanted("ledger") else []
     if st.wanted("matrix") and (cfg.matrices or cfg.build_matrix):
         build = cfg.models if cfg.build_matrix else []
         st.run("matrix", ("batches",) if build else (), [[(m, file_digest(matrix_dir(m["path"]))) for m in cfg.matrices],
-                                                         build], lambda: matrix_task(root, cfg.matrices, build))
+                                                         build], lambda: st.call(matrix_task, root, cfg.matrices, build))
     estimates = None
     if st.wanted("estimate"):
         estimates = st.run("estimate", ("batches",), [file_digest(cfg.scenarios), cfg.models, cfg.gate],
-                           lambda: estimate_task(root, str(cfg.scenarios), cfg.models, cfg.gate))
+                           lambda: st.call(estimate_task, root, str(cfg.scenarios), cfg.models, cfg.gate))
     deployments = _deployments(st, out) if st.wanted("generate") else []
     entries = curated_inventory(st.wh)
     tables = table_totals(entries)
@@ -124,7 +151,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
     site = {}
     if st.wanted("publish"):
         site = st.run("publish", PUBLISH_READS, [ledgers, deployments, validation, cfg.models],
-                      lambda: publish_task(root, out, cfg.models, run, cfg.allow_symlinked_out),
+                      lambda: st.call(publish_task, root, out, cfg.models, run, cfg.allow_symlinked_out),
                       lambda result: Path(result["index"]).is_file())
     run["seconds"] = time.perf_counter() - started
     return {"summary": site.get("summary"), "site": site.get("index"), "ingest": report, "stages": st.records,

@@ -1,7 +1,7 @@
 """Prefect tasks of `perfledger run`: thin wrappers over plain stage functions (IO tasks retry).
 
 Every task takes and returns plain JSON-able values, so a result can be cached by content key
-(flows.keys) and shipped to a Dask worker.
+(flows.keys) and shipped to a Dask worker. Retries happen only for transient failures (flows.retry).
 """
 
 from __future__ import annotations
@@ -9,11 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import task
+from prefect.states import Completed
 
+from perfledger.flows.retry import RETRY_TRANSIENT
 from perfledger.warehouse.lock import run_lock
 from perfledger.warehouse.store import Warehouse
 
-IO_RETRIES = {"retries": 2, "retry_delay_seconds": 1}
+IO_RETRIES = RETRY_TRANSIENT
+SKIPPED = "skipped: inputs unchanged"
+
+
+@task(name="skipped")
+def skipped_task(stage: str):
+    """Stands in for a stage whose content key matched: a Completed run saying so, in the task graph."""
+    return Completed(message=SKIPPED, data={"stage": stage, "status": "skipped"})
 
 
 @task(name="validate", **IO_RETRIES)

@@ -88,6 +88,7 @@ def main(reference_data: Annotated[Path | None, typer.Option(
 STAGE_CLIS = (
     "perfledger.generator.cli",
     "perfledger.flows.cli",
+    "perfledger.warehouse.cli",
     "perfledger.ledger.cli",
     "perfledger.collector.cli",
     "perfledger.estimator.cli",

@@ -78,7 +78,7 @@ def test_prefect_yaml(tmp_path: Path, case: str) -> None:
 @pytest.mark.parametrize(("text", "message"), [
     ("deployments: {nightly: {}}\n", "expected a mapping with a 'deployments' list"),
     ("deployments:\n- name: n\n  entrypoint: flows/deployments.py:scheduled_run\n  parameters: [1, 2]\n",
-     "'parameters' must be a mapping"),
+     "deployments[0].parameters: must be a mapping"),
 ])
 def test_prefect_yaml_of_the_wrong_shape(tmp_path: Path, text: str, message: str) -> None:
     (path := tmp_path / "prefect.yaml").write_text(text)

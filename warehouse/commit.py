@@ -17,6 +17,7 @@ import polars as pl
 from perfledger.schemas.catalog import load_catalog
 from perfledger.settings import ObjectLocation
 from perfledger.warehouse import objects
+from perfledger.warehouse.layout import LAYOUT_SCHEMA, LAYOUT_TABLE
 from perfledger.warehouse.normalise import NormalisedTable
 from perfledger.warehouse.prepare import PreparedBatch
 from perfledger.warehouse.store import SLICE_COLUMNS, Warehouse
@@ -24,6 +25,9 @@ from perfledger.warehouse.store import SLICE_COLUMNS, Warehouse
 FINDING_SLICE = ("table", "system", "backend", "version")
 FINDING_TABLES = ("quarantine", "advisories", "duplicates")
 REUSE_SLICE = ("system", "family", "backend", "version")
+SIDECAR_TABLE = "sidecars"
+SIDECAR_SCHEMA = {"system": pl.String, "family": pl.String, "backend": pl.String, "version": pl.String,
+                  "batch_id": pl.String, "name": pl.String, "content": pl.Binary}
 
 SliceKey = tuple[str, str, str]
 
@@ -35,6 +39,7 @@ class CommitBuffer:
         self.warehouse = warehouse
         self.curated: dict[str, dict[SliceKey, pl.DataFrame]] = {}
         self.findings: dict[tuple[str, *SliceKey], NormalisedTable] = {}
+        self.layouts: dict[tuple[str, *SliceKey], dict] = {}
         self.batches: list[PreparedBatch] = []
 
     def add_window(self, window: list[PreparedBatch]) -> None:
@@ -46,6 +51,9 @@ class CommitBuffer:
             for table, normalised in list(prepared.tables.items()):
                 self.curated.setdefault(table, {})[key] = normalised.curated
                 prepared.tables[table] = self.findings[(table, *key)] = normalised.without_curated()
+                self.layouts[(table, *key)] = {**prepared.layouts[table], "table": table, "system": src.system,
+                                               "backend": src.backend, "version": src.version,
+                                               "batch_id": prepared.batch_id}
         for table in sorted(self.curated):
             self._flush_table(table)
 
@@ -53,26 +61,36 @@ class CommitBuffer:
         slices = self.curated.pop(table, {})
         if slices:
             frame = pl.concat(list(slices.values()), how="diagonal_relaxed")
-            self.warehouse.replace_slices(self.warehouse.curated_uri(table), frame, SLICE_COLUMNS, list(slices),
-                                          partition_by=SLICE_COLUMNS)
+            with self.warehouse.labelled("ingest", frame["batch_id"].unique().to_list()):
+                self.warehouse.replace_slices(self.warehouse.curated_uri(table), frame, SLICE_COLUMNS, list(slices),
+                                              partition_by=SLICE_COLUMNS)
 
     def close(self) -> None:
         """Flush everything; the `batches` record goes last (a batch counts only once all its rows are in)."""
         if not self.batches:
             return
+        with self.warehouse.labelled("ingest", [p.batch_id for p in self.batches]):
+            self._write_batches()
+        self.batches, self.findings, self.layouts = [], {}, {}
+
+    def _write_batches(self) -> None:
         keep_raw_inputs(self.warehouse, self.batches)
         for name in FINDING_TABLES if self.findings else ():
             frames = [getattr(normalised, name).with_columns(pl.lit(key[0]).alias("table"))
                       for key, normalised in self.findings.items()]
             self.warehouse.replace_slices(self.warehouse.table_uri(name), pl.concat(frames, how="diagonal_relaxed"),
                                           FINDING_SLICE, list(self.findings), partition_by=["table"])
+        if self.layouts:
+            self.warehouse.replace_slices(self.warehouse.table_uri(LAYOUT_TABLE),
+                                          pl.DataFrame(list(self.layouts.values()), schema=LAYOUT_SCHEMA),
+                                          FINDING_SLICE, list(self.layouts))
         self._write_reuse()
+        self._write_sidecars()
         self._write_failures()
         per_table = [rows for rows in map(_batch_table_rows, self.batches) if rows.height]
         if per_table:
             self.warehouse.write_table("batch_tables", pl.concat(per_table, how="diagonal_relaxed"))
         self.warehouse.write_table("batches", pl.DataFrame([_batch_row(p) for p in self.batches]))
-        self.batches, self.findings = [], {}
 
     def _write_reuse(self) -> None:
         tree = [p for p in self.batches if p.source.kind == "tree"]
@@ -85,6 +103,17 @@ class CommitBuffer:
         self.warehouse.replace_slices(self.warehouse.table_uri("reuse"), pl.DataFrame(rows, schema=schema), REUSE_SLICE,
                                       clear)
 
+    def _write_sidecars(self) -> None:
+        """A tree batch's collection_meta.yaml, reuse.yaml and errors_*.json as received (the export's source)."""
+        tree = [p for p in self.batches if p.source.kind == "tree"]
+        if not tree:
+            return
+        rows = [{"system": p.source.system, "family": p.source.family, "backend": p.source.backend,
+                 "version": p.source.version, "batch_id": p.batch_id, "name": name, "content": content}
+                for p in tree for name, content in p.sidecar_files.items()]
+        clear = [(p.source.system, p.source.family, p.source.backend, p.source.version) for p in tree]
+        self.warehouse.replace_slices(self.warehouse.table_uri(SIDECAR_TABLE), pl.DataFrame(rows, schema=SIDECAR_SCHEMA),
+                                      REUSE_SLICE, clear)
 
     def _write_failures(self) -> None:
         staging = [p for p in self.batches if p.source.kind == "staging"]

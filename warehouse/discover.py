@@ -23,6 +23,7 @@ STAGING_SUFFIX = "_perf.txt"
 TREE_SIDECARS = ("collection_meta.yaml", "reuse.yaml")
 _CAMPAIGN = re.compile(r"(?P<backend>[a-z]+)-(?P<version>\d[\w.+]*?)(?:-[a-z][\w-]*)?")
 IDENTITY = ("system", "backend", "version")
+LANDING_DEPTH = 4  # how deep collector output folders may sit below a named folder
 
 
 class SourceError(ValueError):
@@ -106,13 +107,25 @@ def discover(source: str, catalog: Catalog, *, system: str | None = None, backen
             return _tree_batches(candidate, source, catalog)
     depth = _tree_depth(path)
     if depth is None:
-        staging = sorted(p.parent for p in path.glob(f"*/*{STAGING_SUFFIX}"))
+        staging = _staging_folders(path)
         if staging:
             return [_staging_batch(folder, str(folder), catalog, system, backend, version, inside=path)
                     for folder in dict.fromkeys(staging)]
         raise SourceError(f"{source}: no perf data found (no <table>_perf.txt, no <system>/<family>/<backend>/<version>/ tree)")
     root = path if depth == 4 else path.resolve().parents[3 - depth]
     return _tree_batches(root, source, catalog, under=path.resolve())
+
+
+def _staging_folders(path: Path) -> list[Path]:
+    """Collector output folders below `path`, nested up to LANDING_DEPTH levels (`landing/<campaign>/<system>/`)."""
+    found = {p.parent for depth in range(1, LANDING_DEPTH + 1) for p in path.glob("*/" * depth + f"*{STAGING_SUFFIX}")}
+    return sorted(found)
+
+
+def holds_perf_data(path: Path) -> bool:
+    """Whether a folder holds anything `discover` would ingest (a landing folder may still be empty)."""
+    return (any(path.glob(f"*{STAGING_SUFFIX}")) or bool(_staging_folders(path)) or _tree_depth(path) is not None
+            or any((path / sub).is_dir() and _tree_depth(path / sub) == 4 for sub in ("systems/data", "data")))
 
 
 def _tree_batches(root: Path, source: str, catalog: Catalog, under: Path | None = None) -> list[BatchSource | DiscoveryFailure]:
@@ -136,7 +149,8 @@ def _tree_batches(root: Path, source: str, catalog: Catalog, under: Path | None 
                 spec = catalog.table(table_of(file))
                 if spec.family != family:
                     raise CatalogError(f"{file}: table {spec.name} belongs to family {spec.family!r}, not {family!r}")
-            sidecars = _regular([folder / name for name in TREE_SIDECARS if _present(folder / name)], root)
+            sidecars = _regular([*(folder / name for name in TREE_SIDECARS if _present(folder / name)),
+                                 *sorted(folder.glob("errors_*.json"))], root)
         except (CatalogError, InputFileError) as exc:
             batches.append(DiscoveryFailure(label, str(exc)))
             continue

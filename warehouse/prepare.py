@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from perfledger.safe_io import InputFileError, load_json, load_yaml, quoted
+from perfledger.safe_io import InputFileError, load_json, load_yaml, quoted, read_bytes
 from perfledger.schemas.catalog import Catalog, CatalogError
 from perfledger.warehouse.discover import BatchSource, table_of
+from perfledger.warehouse.layout import record_layout
 from perfledger.warehouse.normalise import RENAMED_SUFFIX, Lineage, NormalisedTable, TypedFile, type_file
 from perfledger.warehouse.readers import read_source_file
 
@@ -34,6 +35,8 @@ class PreparedBatch:
     started_at: datetime
     warnings: list[str] = field(default_factory=list)
     tables: dict[str, NormalisedTable] = field(default_factory=dict)
+    layouts: dict[str, dict] = field(default_factory=dict)   # per table: the file's layout (warehouse.layout)
+    sidecar_files: dict[str, bytes] = field(default_factory=dict)  # a tree batch's sidecars as received
 
     @property
     def batch_id(self) -> str:
@@ -199,6 +202,7 @@ def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
     reuse = _reuse_entries(reuse_path) if batch.kind == "tree" and reuse_path in batch.sidecars else []
     failures = collection_failures(batch.sidecars)
     typed: dict[str, TypedFile] = {}
+    layouts: dict[str, dict] = {}
     warnings: list[str] = []
     for file in batch.files:
         table = table_of(file)
@@ -206,7 +210,9 @@ def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
             spec = catalog.table(table)
             lineage = Lineage(batch.batch_id, batch.system, batch.family or spec.family, batch.backend,
                               batch.version, _display(file, batch), started)
-            typed[table] = type_file(read_source_file(file), spec, catalog, lineage)
+            raw = read_source_file(file)
+            layouts[table] = {**record_layout(file, raw), "source_file": lineage.source_file}
+            typed[table] = type_file(raw, spec, catalog, lineage)
         except (InputFileError, CatalogError) as exc:
             raise BatchError(str(exc)) from None
         _check_meta_rows(meta, table, typed[table].rows_in, batch)
@@ -216,7 +222,8 @@ def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
                             f"their values are kept as {quoted(kept)}")
         if typed[table].extra_columns:
             warnings.append(f"{file.name}: extra columns kept as text: {quoted(typed[table].extra_columns)}")
-    return PreparedBatch(batch, typed, meta, reuse, failures, started, warnings)
+    sidecars = {path.name: read_bytes(path) for path in batch.sidecars} if batch.kind == "tree" else {}
+    return PreparedBatch(batch, typed, meta, reuse, failures, started, warnings, layouts=layouts, sidecar_files=sidecars)
 
 
 def _display(file: Path, batch: BatchSource) -> str:

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
-from deltalake import DeltaTable, WriterProperties, write_deltalake
+from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from perfledger.schemas.catalog import check_safe_name
@@ -23,6 +23,7 @@ from perfledger.warehouse import objects
 from perfledger.warehouse.journal import LOG, Journal, log_version, pinned_versions
 
 SLICE_COLUMNS = ("system", "backend", "version")
+COMMIT_LABEL = "perfledger."  # prefix of the labels a commit carries in its Delta commitInfo (`perfledger versions`)
 AsOf = int | str | datetime | None
 
 
@@ -74,6 +75,7 @@ class Warehouse:
         self.root: Location = location(root)
         self.write_observer: Callable[[Location], None] | None = None
         self._unit: Journal | None = None
+        self._labels: dict[str, str] = {}
 
     # -- the commit unit ---------------------------------------------------------------------------
     @contextmanager
@@ -104,6 +106,20 @@ class Warehouse:
     def storage_options(self) -> dict[str, str] | None:
         """What deltalake needs to reach the root (None on local disk)."""
         return self.root.storage_options if isinstance(self.root, ObjectLocation) else None
+
+    @contextmanager
+    def labelled(self, operation: str, batches: Iterable[str] = ()) -> Iterator[None]:
+        """Every commit inside the block records what made it (an operation and the batch ids it wrote) in
+        its commitInfo, so a table's history says which batch made each version."""
+        previous = self._labels
+        self._labels = {f"{COMMIT_LABEL}operation": operation, f"{COMMIT_LABEL}batches": ",".join(sorted(set(batches)))}
+        try:
+            yield
+        finally:
+            self._labels = previous
+
+    def _commit_properties(self) -> CommitProperties | None:
+        return CommitProperties(custom_metadata=dict(self._labels)) if self._labels else None
 
     def before_writing(self, target: Location) -> None:
         """Every table write announces its target: the open unit records the table's version first."""
@@ -212,9 +228,11 @@ class Warehouse:
             raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
         return frame
 
-    def read_table(self, name: str, *, as_of: AsOf = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
-        """An auxiliary table (batches, quarantine, duplicates, ledger tables, ...); `columns`: only those."""
-        frame = self._read(self.table_uri(name), as_of, {}, columns)
+    def read_table(self, name: str, *, as_of: AsOf = None, columns: Sequence[str] | None = None,
+                   where: dict[str, str | None] | None = None) -> pl.DataFrame:
+        """An auxiliary table (batches, quarantine, duplicates, ledger tables, ...); `columns`: only those;
+        `where`: only the rows whose columns equal its values (partition columns prune files)."""
+        frame = self._read(self.table_uri(name), as_of, where or {}, columns)
         if frame is None:
             raise WarehouseError(f"no table {name!r} in warehouse {self.root}")
         return frame
@@ -225,6 +243,17 @@ class Warehouse:
         if delta is None:
             raise WarehouseError(f"no curated table {table!r} in warehouse {self.root}")
         return self._scan(delta).select(list(columns)).collect()
+
+    def auxiliary_tables(self) -> list[str]:
+        """Every table beside the curated ones (batches, findings, ledger tables, ...)."""
+        if not self.root.is_dir():
+            return []
+        pins = self._pins()
+        return sorted(p.name for p in self.root.iterdir() if p.name != "curated" and self._visible(p, pins))
+
+    def open_table(self, name: str, *, curated: bool = False) -> DeltaTable | None:
+        """The Delta table itself at its latest committed version, for maintenance (None: no table)."""
+        return self._open(self.curated_uri(name) if curated else self.table_uri(name))
 
     def has_table(self, name: str) -> bool:
         return self._visible(self.table_uri(name), self._pins())
@@ -246,7 +275,8 @@ class Warehouse:
             return []
         return [
             {"version": h.get("version"), "timestamp": h.get("timestamp"), "operation": h.get("operation"),
-             "parameters": h.get("operationParameters", {})}
+             "parameters": h.get("operationParameters", {}), "metrics": h.get("operationMetrics", {}),
+             "labels": {k.removeprefix(COMMIT_LABEL): v for k, v in h.items() if k.startswith(COMMIT_LABEL)}}
             for h in table.history()
         ]
 
@@ -269,6 +299,7 @@ class Warehouse:
                 partition_by=list(partition_by) if partition_by else None, predicate=predicate,
                 writer_properties=WriterProperties(compression="ZSTD", compression_level=1),
                 schema_mode="merge", storage_options=self.storage_options,
+                commit_properties=self._commit_properties(),
             )
         except (OSError, DeltaError) as exc:  # disk full and permission errors arrive as either
             raise _write_error(uri, exc) from exc
@@ -309,7 +340,7 @@ class Warehouse:
         if df.is_empty():
             self.before_writing(uri)
             try:
-                table.delete(predicate)
+                table.delete(predicate, commit_properties=self._commit_properties())
             except (OSError, DeltaError) as exc:
                 raise _write_error(uri, exc) from exc
             return table.version()

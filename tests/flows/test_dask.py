@@ -45,3 +45,36 @@ def test_dask_runner_matches_local_run(tmp_path: Path, prefect_server, shared_tr
     assert sorted(local) == sorted(dask) and "curated/gemm_perf" in local and "ledger_cells" in local
     for name in local:
         assert local[name].equals(dask[name]), name
+
+
+def test_windowed_submission_keeps_at_most_the_window_in_flight() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from perfledger.flows.partitioned import windowed
+
+    submitted: list[int] = []
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        def submit(item: int):
+            submitted.append(item)
+            return pool.submit(lambda: item * item)
+
+        taken = []
+        for future in windowed(range(20), submit, 3):
+            assert len(submitted) - len(taken) <= 3  # in flight: submitted and not yet taken
+            taken.append(future.result())
+    assert taken == [i * i for i in range(20)] and submitted == list(range(20))
+    with pytest.raises(ValueError, match="window must be at least 1"):
+        list(windowed([1], submit, 0))
+
+
+def test_bundles_keep_order_and_bounds(shared_tree: Path) -> None:
+    from perfledger.flows.partitioned import bundles
+    from perfledger.schemas.catalog import load_catalog
+    from perfledger.warehouse.discover import discover
+
+    batches = discover(str(shared_tree / "h200_sxm" / "gemm"), load_catalog())
+    sizes = {b.key: sum(p.stat().st_size for p in b.files) for b in batches}
+    grouped = list(bundles(batches, max_bytes=2 << 20, max_batches=3))
+    assert [b.key for bundle in grouped for b in bundle] == [b.key for b in batches]
+    assert all(len(bundle) <= 3 for bundle in grouped) and len(grouped) > 1
+    assert all(len(bundle) == 1 or sum(sizes[b.key] for b in bundle) <= 2 << 20 for bundle in grouped)

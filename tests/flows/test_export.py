@@ -51,9 +51,8 @@ def test_exported_tree_gives_the_same_gemm_latency_as_the_original(tmp_path: Pat
     exported = pl.read_parquet(folder / "gemm_perf.parquet")
     assert json.loads(result.stdout)["rows"] == exported.height == original.height
     assert exported.columns == original.columns
-    meta = yaml.safe_load((folder / "collection_meta.yaml").read_text())
-    assert meta["tables"]["gemm_perf"] == {"status": "complete", "rows": original.height}
-    shutil.copy(systems / "h200_sxm.yaml", out / "h200_sxm.yaml")
+    assert (folder / "collection_meta.yaml").read_bytes() == (systems / "data" / SLICE / "collection_meta.yaml").read_bytes()
+    assert (out / "h200_sxm.yaml").read_bytes() == (systems / "h200_sxm.yaml").read_bytes()  # the loader's spec
     expected = gemm_latencies(systems)
     assert gemm_latencies(out) == pytest.approx(expected, rel=1e-12)
     # Control: the loader really reads the exported files (a copy with doubled latency doubles the answer;
@@ -70,11 +69,25 @@ def test_export_keeps_reuse_declarations_and_restores_row_versions(tmp_path: Pat
     ingest([str(src)], wh)
     export_aic(wh, tmp_path / "out")
     folder = tmp_path / "out" / "data" / "h200_sxm" / "gemm" / "vllm" / "0.22.0"
-    declared = yaml.safe_load((src / "reuse.yaml").read_text())
-    assert yaml.safe_load((folder / "reuse.yaml").read_text()) == {"schema_version": 1, "reuse": [
-        {k: e[k] for k in ("table", "from_version", "reason", "approved_by")} for e in declared["reuse"]]}
+    assert (folder / "reuse.yaml").read_bytes() == (src / "reuse.yaml").read_bytes()
     original = pl.read_parquet(src / "gemm_perf.parquet")
     assert pl.read_parquet(folder / "gemm_perf.parquet")["version"].to_list() == original["version"].to_list()
+
+
+def test_a_folder_the_latest_batch_changed_gets_a_generated_collection_meta(tmp_path: Path, shared_tree: Path) -> None:
+    src = shared_tree / "h200_sxm" / "gemm" / "vllm" / "0.22.0"
+    wh = Warehouse(tmp_path / "wh")
+    ingest([str(src)], wh)
+    changed = tmp_path / "tree" / "h200_sxm" / "gemm" / "vllm" / "0.22.0"
+    changed.mkdir(parents=True)
+    pl.read_parquet(src / "gemm_perf.parquet").head(10).write_parquet(changed / "gemm_perf.parquet")  # no sidecars
+    assert ingest([str(changed)], wh).new_batches == 1
+    export_aic(wh, tmp_path / "out")
+    folder = tmp_path / "out" / "data" / "h200_sxm" / "gemm" / "vllm" / "0.22.0"
+    meta = yaml.safe_load((folder / "collection_meta.yaml").read_text())
+    assert meta["tables"] == {"gemm_perf": {"status": "complete", "rows": 10}}
+    assert not (folder / "reuse.yaml").exists()  # the batch that now makes the folder declares no reuse
+    assert pl.read_parquet(folder / "gemm_perf.parquet").equals(pl.read_parquet(changed / "gemm_perf.parquet"))
 
 
 def test_export_refuses_a_non_empty_target_and_an_empty_warehouse(tmp_path: Path) -> None:

@@ -64,4 +64,4 @@ def test_diff_cli_between_versions(tmp_path: Path, shared_tree: Path) -> None:
     assert json.loads(result.stdout) == {"table": "gemm_perf", "from": 0, "to": 1, "added": 0, "removed": 0,
                                          "changed": 107225, "added_slices": {}, "removed_slices": {}, "moves": 0}
     missing = CliRunner().invoke(app, ["diff", "gemm_perf", "--from", "7", "--warehouse", str(wh.root)])
-    assert missing.exit_code == 2 and "no version at" in missing.output
+    assert missing.exit_code == 1 and "gemm_perf: no version 7; valid versions are 0..1" in missing.output
