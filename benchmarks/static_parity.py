@@ -5,7 +5,7 @@ support (dense, MoE, K3, GLM-5; bf16 / fp8 / nvfp4 checkpoints), every system/ba
 tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID, and
 classifies each: agree (TTFT, TPOT and every op within 1e-6), both miss, only we miss, only they miss, differs
 (worst op and its relative error). Reusable: `--seed`, `--n`, `--json` (one object per deployment, then a
-summary object), `--only MODEL_SUBSTRING`.
+summary object), `--only SUBSTRING[,SUBSTRING...]` (models whose name or architecture contains one of them).
 
     .venv/bin/python benchmarks/static_parity.py --n 300 --seed 1
 """
@@ -34,8 +34,9 @@ def wheel_dir() -> Path:
     return Path(aiconfigurator_core.__file__).parent
 
 
-def models() -> list[tuple[str, str]]:
-    """(Org/Model, family) for every wheel model config whose architecture models.yaml prices."""
+def models(only: str = "") -> list[tuple[str, str]]:
+    """(Org/Model, family) for every wheel model config whose architecture models.yaml prices; `only`: comma-separated
+    substrings, one of which the model name or its architecture must contain."""
     from perfledger.estimator.models.config import catalog
 
     arches = catalog()["architectures"]
@@ -45,8 +46,9 @@ def models() -> list[tuple[str, str]]:
             continue
         cfg = json.loads(path.read_text())
         arch = (cfg.get("architectures") or ["?"])[0]
-        if arch in arches:
-            out.append((path.name.removesuffix("_config.json").replace("--", "/", 1), arches[arch]["kind"]))
+        name = path.name.removesuffix("_config.json").replace("--", "/", 1)
+        if arch in arches and (not only or any(w and (w in name or w in arch) for w in only.split(","))):
+            out.append((name, arches[arch]["kind"]))
     return out
 
 
@@ -86,6 +88,22 @@ def ours(est, d: dict):
         return None, f"CRASH {type(exc).__name__}: {str(exc)[:160]}"
 
 
+def reference_model_path(model: str) -> str:
+    """What 0.12.0 is given for a model: the HF id where it ships the config as a default model, else a folder holding
+    the wheel's config (it would download those from HuggingFace, unreachable here; Kimi-K2-Instruct, Mixtral)."""
+    from aiconfigurator_core.sdk.common import DefaultHFModels
+
+    if model in DefaultHFModels:
+        return model
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / "static_parity_models" / model.replace("/", "--")
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = wheel_dir() / "model_configs" / model.replace("/", "--")
+    for suffix, name in (("_config.json", "config.json"), ("_hf_quant_config.json", "hf_quant_config.json")):
+        if Path(f"{stem}{suffix}").is_file():
+            (folder / name).write_text(Path(f"{stem}{suffix}").read_text())
+    return str(folder)
+
+
 def reference(d: dict):
     """0.12.0's (ttft, decode ms over osl − 1 steps, {phase: {op: ms}}) with its default (checkpoint) quants, the
     database mode set in the compiled engine spec (its static entry point takes none), or (None, miss text)."""
@@ -98,8 +116,9 @@ def reference(d: dict):
                                    fmha_quant_mode=None, moe_quant_mode=None, comm_quant_mode=None,
                                    forward_model=None, attention_backend=None)
         version = E._literal_backend_version(d["system"], d["backend"], d["version"], None, None)
+        model_path = reference_model_path(d["model"])
         spec = json.loads(E.build_engine_spec_json(
-            E.get_model(d["model"], cfg, d["backend"]), model_path=d["model"], system=d["system"],
+            E.get_model(model_path, cfg, d["backend"]), model_path=model_path, system=d["system"],
             backend=d["backend"], backend_version=version, kv_block_size=None, systems_path=None, nextn=0,
             database=E._maybe_load_database(d["system"], d["backend"], version, None)))
         spec["engine"]["database_mode"] = d["mode"]
@@ -188,13 +207,16 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--only", default="", help="restrict to models whose name contains this")
+    ap.add_argument("--only", default="", help="restrict to models whose name or architecture contains one of these "
+                    "comma-separated substrings")
     args = ap.parse_args(argv)
     from perfledger.estimator.session import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
     rng = random.Random(args.seed)
-    model_list = [m for m in models() if args.only in m[0]]
+    model_list = models(args.only)
+    if not model_list:
+        ap.error(f"--only {args.only!r}: no priced model config matches")
     targets = deployments_targets()
     start, rows = time.perf_counter(), []
     for _ in range(args.n):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from perfledger.estimator.batch import estimate
-from perfledger.estimator.errors import UnsupportedModelError
+from perfledger.estimator.errors import NoDataError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
 from perfledger.estimator.models.plans.registry import PLANS, load_model
@@ -44,6 +44,11 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
             out[name] = 0.0
         elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
             out[name] = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
+        elif op == "fallback":  # the primary ops, else on a data miss the fallback ops (HYBRID asks the primary in SILICON)
+            try:
+                out[name] = sum(price(est, query["primary"], spec, "silicon" if mode == "hybrid" else mode).values()) * scale
+            except NoDataError:
+                out[name] = sum(price(est, query["fallback"], spec, mode).values()) * scale
         else:
             query_frame = pl.DataFrame({k: [v] for k, v in query.items()})
             out[name] = float(estimate(est, op, query_frame, mode=mode)["latency_ms"][0]) * scale

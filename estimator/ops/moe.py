@@ -47,7 +47,8 @@ class MoeModel(OpModel):
             nongated = pl.col("kernel_source").str.contains("nongated")
             fast = pl.col("kernel_source").str.contains("min_latency")
             pools = {True: ~nongated & ~fast, False: nongated, "min_latency": fast}
-            return {kind: first_wins(df.filter(expr), self.table) for kind, expr in pools.items()}
+            tables = {kind: first_wins(df.filter(expr), self.table) for kind, expr in pools.items()}
+            return {**tables, "quant_order": df["moe_dtype"].unique(maintain_order=True).to_list()}
 
         return est.memo(("moe_table", key["system"], key["backend"], key["version"], shared), build)[kind]
 
@@ -119,7 +120,10 @@ class MoeModel(OpModel):
                     gating[(quant, tuple(feats))] = gated
                     slices[quant].append(tuple(feats))
         query_feats = tuple(float(key[c]) for c in FEATURE_KEYS)
-        slices = {quant: fs for quant, fs in slices.items() if fs}
+        # quants in the whole table's order, both gatings (0.12.0's tie order between equally near profiles: l40s
+        # trtllm 1.3.0rc20 lists fp8 before bfloat16, its gated kernels bfloat16 first; int4_wo reads fp8 there)
+        order = {quant: i for i, quant in enumerate(self._table(est, key, "quant_order", shared=shared))}
+        slices = {quant: slices[quant] for quant in sorted(slices, key=lambda q: order.get(q, len(order))) if slices[quant]}
         candidates = [(quant, f) for quant, fs in slices.items() for f in fs]
 
         def grid_for(quant, feats, same_profile):

@@ -16,7 +16,7 @@ from typing import Any
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, model_dims, resolve_model
 from perfledger.estimator.models.config_expr import ConfigExprError
-from perfledger.estimator.models.plans import glm5, gqa, kimi_k3
+from perfledger.estimator.models.plans import deepseek, glm5, gqa, kimi_k3
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.quant.checkpoint import unquantized_parts
 
@@ -33,6 +33,7 @@ PLANS = {
     "moe": LayerPlan(partial(gqa.ops, moe=True), check=gqa.check),
     "kimi_k3": LayerPlan(kimi_k3.ops, dims=kimi_k3.dims),
     "glm5": LayerPlan(glm5.ops, dims=glm5.dims),
+    "deepseek": LayerPlan(deepseek.ops),
 }
 
 
