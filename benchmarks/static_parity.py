@@ -5,7 +5,7 @@ support (dense, MoE, K3, GLM-5; bf16 / fp8 / nvfp4 checkpoints), every system/ba
 tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID, and
 classifies each: agree (TTFT, TPOT and every op within 1e-6), both miss, only we miss, only they miss, differs
 (worst op and its relative error). Reusable: `--seed`, `--n`, `--json` (one object per deployment, then a
-summary object), `--only SUBSTRING[,SUBSTRING...]` (models whose name or architecture contains one of them).
+summary object), `--only SUBSTRING[,SUBSTRING...]` (models whose HF id contains any of them).
 
     .venv/bin/python benchmarks/static_parity.py --n 300 --seed 1
 """
@@ -34,9 +34,8 @@ def wheel_dir() -> Path:
     return Path(aiconfigurator_core.__file__).parent
 
 
-def models(only: str = "") -> list[tuple[str, str]]:
-    """(Org/Model, family) for every wheel model config whose architecture models.yaml prices; `only`: comma-separated
-    substrings, one of which the model name or its architecture must contain."""
+def models() -> list[tuple[str, str]]:
+    """(Org/Model, family) for every wheel model config whose architecture models.yaml prices."""
     from perfledger.estimator.models.config import catalog
 
     arches = catalog()["architectures"]
@@ -46,9 +45,8 @@ def models(only: str = "") -> list[tuple[str, str]]:
             continue
         cfg = json.loads(path.read_text())
         arch = (cfg.get("architectures") or ["?"])[0]
-        name = path.name.removesuffix("_config.json").replace("--", "/", 1)
-        if arch in arches and (not only or any(w and (w in name or w in arch) for w in only.split(","))):
-            out.append((name, arches[arch]["kind"]))
+        if arch in arches:
+            out.append((path.name.removesuffix("_config.json").replace("--", "/", 1), arches[arch]["kind"]))
     return out
 
 
@@ -89,18 +87,22 @@ def ours(est, d: dict):
 
 
 def reference_model_path(model: str) -> str:
-    """What 0.12.0 is given for a model: the HF id where it ships the config as a default model, else a folder holding
-    the wheel's config (it would download those from HuggingFace, unreachable here; Kimi-K2-Instruct, Mixtral)."""
+    """What 0.12.0 is handed for `model`: the HF id where its DefaultHFModels list holds it (it reads its bundled
+    config then), else a folder holding the wheel's config.json (+ hf_quant_config.json), which it reads as a local
+    checkpoint: ids outside that list (Mixtral) it would otherwise fetch from the Hub, which this sweep cannot reach."""
+    import shutil
+    import tempfile
+
     from aiconfigurator_core.sdk.common import DefaultHFModels
 
     if model in DefaultHFModels:
         return model
-    folder = Path(os.environ.get("TMPDIR", "/tmp")) / "static_parity_models" / model.replace("/", "--")
+    stem = model.replace("/", "--")
+    folder = Path(tempfile.gettempdir()) / f"static_parity_{os.getuid()}" / stem
     folder.mkdir(parents=True, exist_ok=True)
-    stem = wheel_dir() / "model_configs" / model.replace("/", "--")
     for suffix, name in (("_config.json", "config.json"), ("_hf_quant_config.json", "hf_quant_config.json")):
-        if Path(f"{stem}{suffix}").is_file():
-            (folder / name).write_text(Path(f"{stem}{suffix}").read_text())
+        if (src := wheel_dir() / "model_configs" / f"{stem}{suffix}").is_file():
+            shutil.copyfile(src, folder / name)
     return str(folder)
 
 
@@ -110,13 +112,13 @@ def reference(d: dict):
     import aiconfigurator_core
     from aiconfigurator_core.sdk import engine as E
 
+    model_path = reference_model_path(d["model"])
     try:
         cfg = E.build_model_config(tp_size=d["tp"], pp_size=1, attention_dp_size=1, moe_tp_size=d["moe_tp"],
                                    moe_ep_size=d["moe_ep"], gemm_quant_mode=None, kvcache_quant_mode=None,
                                    fmha_quant_mode=None, moe_quant_mode=None, comm_quant_mode=None,
                                    forward_model=None, attention_backend=None)
         version = E._literal_backend_version(d["system"], d["backend"], d["version"], None, None)
-        model_path = reference_model_path(d["model"])
         spec = json.loads(E.build_engine_spec_json(
             E.get_model(model_path, cfg, d["backend"]), model_path=model_path, system=d["system"],
             backend=d["backend"], backend_version=version, kv_block_size=None, systems_path=None, nextn=0,
@@ -207,14 +209,14 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--only", default="", help="restrict to models whose name or architecture contains one of these "
-                    "comma-separated substrings")
+    ap.add_argument("--only", default="", help="comma-separated: restrict to models whose name contains any of these")
     args = ap.parse_args(argv)
     from perfledger.estimator.session import Estimator, open_source
 
     est = Estimator(open_source("aic-package"))
     rng = random.Random(args.seed)
-    model_list = models(args.only)
+    wanted = [part for part in args.only.split(",") if part] or [""]
+    model_list = [m for m in models() if any(part in m[0] for part in wanted)]
     if not model_list:
         ap.error(f"--only {args.only!r}: no priced model config matches")
     targets = deployments_targets()
