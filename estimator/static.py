@@ -44,15 +44,21 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
             out[name] = 0.0
         elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
             out[name] = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
-        elif op == "fallback":  # the primary ops, else on a data miss the fallback ops (HYBRID asks the primary in SILICON)
-            try:
-                out[name] = sum(price(est, query["primary"], spec, "silicon" if mode == "hybrid" else mode).values()) * scale
-            except NoDataError:
-                out[name] = sum(price(est, query["fallback"], spec, mode).values()) * scale
+        elif op == "fallback":
+            out[name] = fallback(est, query, spec, mode) * scale
         else:
             query_frame = pl.DataFrame({k: [v] for k, v in query.items()})
             out[name] = float(estimate(est, op, query_frame, mode=mode)["latency_ms"][0]) * scale
     return out
+
+
+def fallback(est, query: dict, spec, mode: str) -> float:
+    """The `primary` ops' sum, else on a data miss the `fallback` ops' (0.12.0's FallbackOp: HYBRID asks the primary
+    in SILICON, so a module table's miss reads the granular ops' data before any empirical guess)."""
+    try:
+        return sum(price(est, query["primary"], spec, "silicon" if mode == "hybrid" else mode).values())
+    except NoDataError:
+        return sum(price(est, query["fallback"], spec, mode).values())
 
 
 def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon") -> dict:

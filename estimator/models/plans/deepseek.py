@@ -17,6 +17,7 @@ models outside its large-EP path (found from its per-op breakdown and compiled o
 
 from __future__ import annotations
 
+from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.priced import PricedModel
 
@@ -34,7 +35,10 @@ def _granular(m: PricedModel, d, q, base, gemm, context, batch, seq) -> list[tup
     """The MLA block as separate ops: down projection, q_b / kv_b GEMMs, the backend's attention kernel, o GEMM."""
     dims, family, tp, L = m.dims, m.family, d.tp, m.dims.layers
     heads = dims.heads // tp
-    form = family["attention"][d.backend]
+    form = family["attention"].get(d.backend)
+    if form is None:
+        raise UnsupportedModelError(f"{m.name}: models.yaml {family['kind']} `attention` names no MLA kernel for backend "
+                                    f"{d.backend} (have {', '.join(family['attention'])})")
     ops = [("downscale_gemm", "gemm", gemm(dims.q_lora + dims.kv_lora + dims.rope_dim, dims.hidden, q["down"]), L),
            ("q_b_proj_gemm", "gemm", gemm(heads * (dims.nope_dim + dims.rope_dim), dims.q_lora, q["q"]), L)]
     if context:

@@ -29,11 +29,11 @@ class LayerPlan:
 
 
 PLANS = {
+    "deepseek": LayerPlan(deepseek.ops),
     "dense": LayerPlan(partial(gqa.ops, moe=False), check=gqa.check),
     "moe": LayerPlan(partial(gqa.ops, moe=True), check=gqa.check),
     "kimi_k3": LayerPlan(kimi_k3.ops, dims=kimi_k3.dims),
     "glm5": LayerPlan(glm5.ops, dims=glm5.dims),
-    "deepseek": LayerPlan(deepseek.ops),
 }
 
 
