@@ -57,6 +57,49 @@ def test_deepseek_deployment_matches_reference_per_op(wheel_est, sweep, d):
     assert row["outcome"] == "agree", row
 
 
+# flagged quants (bf16 KV / FMHA): the checkpoint defaults' fp8 KV has no context-MLA rows on sglang / trtllm, so the
+# sweep's DeepSeek-V3 draws there are both-miss; these price the split MLA path on them, incl. the mixed-quant V3.1
+FLAGGED = [
+    ("deepseek-ai/DeepSeek-V3", "h200_sxm", "sglang", "0.5.14", (8, 1, 8), (8, 2000, 20), "fp8_block"),
+    ("deepseek-ai/DeepSeek-V3", "h200_sxm", "trtllm", "1.3.0rc20", (8, 1, 8), (8, 2000, 20), "fp8_block"),
+    ("deepseek-ai/DeepSeek-V3", "b200_sxm", "trtllm", "1.3.0rc20", (8, 1, 8), (8, 2000, 20), "fp8_block"),
+    ("deepseek-ai/DeepSeek-R1", "gb200", "trtllm", "1.3.0rc20", (4, 1, 4), (16, 1000, 20), "fp8_block"),
+    ("nvidia/DeepSeek-V3.1-NVFP4", "b200_sxm", "sglang", "0.5.14", (8, 1, 8), (8, 2000, 20), "nvfp4"),
+    ("nvidia/DeepSeek-V3.1-NVFP4", "gb200", "trtllm", "1.3.0rc20", (8, 8, 1), (8, 2000, 20), "nvfp4"),
+]
+
+
+@pytest.mark.parametrize("model,system,backend,version,par,shape,quant", FLAGGED)
+def test_deepseek_flagged_quants_match_reference_per_op(wheel_est, oracle, model, system, backend, version, par, shape,
+                                                        quant):
+    (tp, moe_tp, moe_ep), (batch, isl, osl) = par, shape
+    quants = dict(gemm_quant=quant, moe_quant=quant, kv_quant="bfloat16", fmha_quant="bfloat16")
+    ours = static(wheel_est, model, Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, **quants),
+                  batch=batch, isl=isl, osl=osl)
+    engine = oracle.EngineHandle.compile(model, system, backend, backend_version=version, tp_size=tp, moe_tp_size=moe_tp,
+                                         moe_ep_size=moe_ep, gemm_quant_mode=quant, moe_quant_mode=quant,
+                                         kvcache_quant_mode="bfloat16", fmha_quant_mode="bfloat16")
+    ref_shape = dict(batch_size=batch, isl=isl, osl=osl)
+    ttft, gen_ms, _ = engine.run_static(**ref_shape)
+    ctx_ops, gen_ops = engine.run_static_per_op(**ref_shape)[:2]
+    for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
+        ref = {name.removeprefix(f"{phase}_"): ms for name, ms, *_ in ref_ops if name != f"{phase}_p2p"}
+        assert set(ref) == set(ours[phase]), f"{phase}: op sets differ {set(ref) ^ set(ours[phase])}"
+        for name, ms in ref.items():
+            assert ours[phase][name] == pytest.approx(ms, rel=1e-6), f"{phase} {name}"
+    assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
+    assert ours["tpot_ms"] == pytest.approx(gen_ms / (osl - 1), rel=1e-9)
+
+
+def test_glm5_sparse_prefill_beyond_the_collected_batch_range(wheel_est, sweep):
+    """Issue #14's DSA corner: GLM-5-FP8 on gb200 sglang 0.5.14, batch 64 isl 1024 tp8/ep8 (batch past the sparse
+    tables' grid): the context attention op is 0.12.0's 326.31 ms (317.10 before), every op agreeing."""
+    d = {**_d("zai-org/GLM-5-FP8", "gb200", "sglang", "0.5.14", 8, 1, 8, 64, 1024, 2, "SILICON"), "kind": "glm5"}
+    ours = static(wheel_est, d["model"], Deploy("gb200", "sglang", "0.5.14", tp=8, moe_ep=8), batch=64, isl=1024, osl=2)
+    assert ours["context"]["attention"] == pytest.approx(326.3071815621, rel=1e-9)
+    assert sweep.run_one(wheel_est, d)["outcome"] == "agree"
+
+
 def test_mla_block_is_the_module_where_projections_share_a_quant_else_granular(wheel_est):
     """DeepSeek-V3 (fp8_block everywhere): one `mla_block` (module op, granular fallback); V3.1-NVFP4 keeps q / kv
     bf16 and o nvfp4, a mix no module row is keyed by, so its projections and kernel are separate ops."""
