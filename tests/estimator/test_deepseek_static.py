@@ -216,3 +216,35 @@ def test_deepseek_v32_dsa_module_ops_match_reference(wheel_est, oracle, system, 
                 assert ours["latency_ms"] == pytest.approx(ref, rel=1e-6), f"{name} {query}"
                 assert ours["sol_ms"] == pytest.approx(handle.evaluate_ops_sol_json(ops, **kw)[0][1], rel=1e-9)
     assert answered >= 8
+
+
+def test_mtp_decode_is_the_plan_at_batch_times_nextn_plus_one_scaled_by_layers(wheel_est):
+    """0.12.0's MTP (nextn draft tokens) for DeepSeek-V3: each decode step runs batch × (nextn + 1) tokens and every
+    generation op × (layers + nextn) / layers, the rule static.py's nextn knob applies to any plan; TTFT unchanged."""
+    import json
+
+    import aiconfigurator_core
+    from aiconfigurator_core.sdk import engine as E
+
+    model, system, backend, version = "deepseek-ai/DeepSeek-V3", "h200_sxm", "vllm", "0.24.0"
+    nextn, batch, isl, osl = 2, 8, 2000, 10
+    cfg = E.build_model_config(tp_size=8, pp_size=1, attention_dp_size=1, moe_tp_size=1, moe_ep_size=8, gemm_quant_mode=None,
+                               kvcache_quant_mode=None, fmha_quant_mode=None, moe_quant_mode=None, comm_quant_mode=None,
+                               forward_model=None, attention_backend=None)
+    E.apply_nextn(cfg, nextn)
+    lit = E._literal_backend_version(system, backend, version, None, None)
+    spec = E.build_engine_spec_json(E.get_model(model, cfg, backend), model_path=model, system=system, backend=backend,
+                                    backend_version=lit, kv_block_size=None, systems_path=None, nextn=nextn,
+                                    database=E._maybe_load_database(system, backend, lit, None))
+    engine = E.EngineHandle(aiconfigurator_core.engine_spec_bincode_from_json(json.dumps(json.loads(spec))))
+    ctx, gen = engine.run_static_per_op(batch_size=batch, isl=isl, osl=osl)[:2]
+    d = Deploy(system, backend, version, tp=8, moe_ep=8)
+    base = static(wheel_est, model, d, batch=batch, isl=isl, osl=osl)
+    drafted = static(wheel_est, model, d, batch=batch * (nextn + 1), isl=isl, osl=osl)
+    scale = (61 + nextn) / 61
+    ref_gen = {name.removeprefix("generation_"): ms for name, ms, *_ in gen if name != "generation_p2p"}
+    assert set(ref_gen) == set(drafted["generation"])
+    for name, ms in ref_gen.items():
+        assert drafted["generation"][name] * scale == pytest.approx(ms, rel=1e-9), name
+    ref_ctx = {name.removeprefix("context_"): ms for name, ms, *_ in ctx if name != "context_p2p"}
+    assert {n: pytest.approx(ms, rel=1e-9) for n, ms in ref_ctx.items()} == base["context"]
