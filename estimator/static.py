@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from perfledger.estimator.batch import estimate
-from perfledger.estimator.errors import NoDataError, UnsupportedModelError
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
 from perfledger.estimator.models.plans.registry import PLANS, load_model
@@ -54,10 +54,11 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
 
 def fallback(est, query: dict, spec, mode: str) -> float:
     """The `primary` ops' sum, else on a data miss the `fallback` ops' (0.12.0's FallbackOp: HYBRID asks the primary
-    in SILICON, so a module table's miss reads the granular ops' data before any empirical guess)."""
+    in SILICON, so a module table's miss reads the granular ops' data before any empirical guess; in EMPIRICAL a
+    primary without samples falls back too)."""
     try:
         return sum(price(est, query["primary"], spec, "silicon" if mode == "hybrid" else mode).values())
-    except NoDataError:
+    except (NoDataError, EmpiricalUnavailableError):
         return sum(price(est, query["fallback"], spec, mode).values())
 
 

@@ -47,6 +47,9 @@ AGREE = [
     _d("moonshotai/Kimi-K2.5", "a100_sxm", "trtllm", "1.0.0", 4, 2, 2, 3, 635, 70, "HYBRID"),
     # was 'differs' (MoE int4_wo xprofile picked bfloat16 where 0.12.0 picks fp8: see the tie-order test below)
     _d("moonshotai/Kimi-K2.5", "l40s", "trtllm", "1.3.0rc20", 8, 2, 4, 8, 4573, 101, "HYBRID"),
+    # was 'differs' (seed 3): HYBRID's shared layer holds 1.0.0's w4afp8 rows, int4_wo's nearest profile, but not at
+    # the nearest slice's routing distribution; 0.12.0 takes that quant's nearest slice that has it
+    _d("moonshotai/Kimi-K2.5", "l40s", "trtllm", "1.3.0rc20", 2, 2, 1, 11, 425, 70, "HYBRID"),
 ]
 
 
@@ -142,11 +145,13 @@ def test_granular_fallback_sums_the_split_ops_where_the_module_table_misses(whee
 @pytest.mark.parametrize("system,backend,version,tp,ep,quant_first", [
     ("l40s", "trtllm", "1.3.0rc20", 2, 4, "fp8"),        # table lists fp8 first, its gated kernels bfloat16 first
     ("h200_sxm", "trtllm", "1.3.0rc23", 1, 8, "bfloat16"),  # table lists bfloat16 first
+    ("l40s", "trtllm", "1.3.0rc20", 2, 1, "w4afp8"),     # HYBRID: 1.0.0's w4afp8 (nearer), only some slices at pl 1.01
 ])
 def test_moe_xprofile_tie_takes_the_first_quant_of_the_whole_table(wheel_est, oracle, system, backend, version, tp, ep,
                                                                    quant_first):
     """int4_wo (memory 0.5, compute 1) is as near bfloat16 as fp8 (L1 1.5): 0.12.0 reads the quant its table lists
-    first over both gatings; labels and values equal (EMPIRICAL and HYBRID)."""
+    first over both gatings; a quant whose nearest slice lacks the query's routing distribution reads its nearest
+    slice that has it (HYBRID's shared layer: w4afp8, L1 1.0); labels and values equal (EMPIRICAL and HYBRID)."""
     for mode in ("EMPIRICAL", "HYBRID"):
         for tokens in (8, 1000, 36584):
             q = dict(quant="int4_wo", distribution="power_law_1.01", gated=True, topk=8, experts=384, hidden=7168,
