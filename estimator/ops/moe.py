@@ -47,10 +47,18 @@ class MoeModel(OpModel):
             nongated = pl.col("kernel_source").str.contains("nongated")
             fast = pl.col("kernel_source").str.contains("min_latency")
             pools = {True: ~nongated & ~fast, False: nongated, "min_latency": fast}
-            tables = {kind: first_wins(df.filter(expr), self.table) for kind, expr in pools.items()}
-            return {**tables, "quant_order": df["moe_dtype"].unique(maintain_order=True).to_list()}
+            return {kind: first_wins(df.filter(expr), self.table) for kind, expr in pools.items()}
 
         return est.memo(("moe_table", key["system"], key["backend"], key["version"], shared), build)[kind]
+
+    def _quant_order(self, est, key, shared: bool) -> list[str]:
+        """The MoE quants in the order the table's rows first name them, over every kernel family."""
+
+        def build():
+            df = est.table(key["system"], key["backend"], key["version"], self.table, shared=shared, dedupe=False)
+            return apply_quant_overrides(df)["moe_dtype"].unique(maintain_order=True).to_list()
+
+        return est.memo(("moe_quant_order", key["system"], key["backend"], key["version"], shared), build)
 
     def _slice(self, df: pl.DataFrame, key) -> pl.DataFrame:
         slice_filter = pl.col("moe_dtype") == key["quant"]
@@ -110,20 +118,18 @@ class MoeModel(OpModel):
                 lat[small] = sol[small] / query_util(fast, tokens[small])
             return lat, "empirical"
         same = (pl.col("moe_tp_size") == int(key["tp"])) & (pl.col("moe_ep_size") == int(key["ep"]))
-        gating, slices = {}, {}  # both kernel families are candidates; quant order is table order, own gating first
+        # both kernel families are candidates; quants in the table's row order over both families (0.12.0 breaks
+        # profile-distance ties by it: l40s trtllm's file opens with non-gated fp8, so a gated w4a16_mxfp4 query
+        # borrows fp8 there, bf16 where bf16 rows come first), slices own gating first
+        gating, slices = {}, {quant: [] for quant in self._quant_order(est, key, shared)}
         for gated in (bool(key["gated"]), not bool(key["gated"])):
             df = self._table(est, key, gated, shared=shared)
-            for quant in df["moe_dtype"].unique(maintain_order=True).to_list():
-                slices.setdefault(quant, [])
             for quant, *feats in df.filter(same).select("moe_dtype", *FEATURES).unique(maintain_order=True).iter_rows():
                 if (quant, tuple(feats)) not in gating:
                     gating[(quant, tuple(feats))] = gated
                     slices[quant].append(tuple(feats))
         query_feats = tuple(float(key[c]) for c in FEATURE_KEYS)
-        # quants in the whole table's order, both gatings (0.12.0's tie order between equally near profiles: l40s
-        # trtllm 1.3.0rc20 lists fp8 before bfloat16, its gated kernels bfloat16 first; int4_wo reads fp8 there)
-        order = {quant: i for i, quant in enumerate(self._table(est, key, "quant_order", shared=shared))}
-        slices = {quant: slices[quant] for quant in sorted(slices, key=lambda q: order.get(q, len(order))) if slices[quant]}
+        slices = {quant: fs for quant, fs in slices.items() if fs}
         candidates = [(quant, f) for quant, fs in slices.items() for f in fs]
 
         def grid_for(quant, feats, same_profile):
