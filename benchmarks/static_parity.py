@@ -1,8 +1,9 @@
 """Whole-model static parity sweep: random deployments, ours (`estimate static`) vs aiconfigurator-core 0.12.0.
 
 Why: the per-op parity suites pin chosen points; this draws deployments over every model config both sides
-support (dense, MoE, K3, GLM-5; bf16 / fp8 / nvfp4 checkpoints), every system/backend/version of the wheel,
-tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID, and
+support (every models.yaml architecture: dense, MoE, hybrid MoE, Gemma-4, DeciLM, K3, GLM-5, ...; bf16 / fp8 /
+fp8_block / nvfp4 / mxfp4 checkpoints), every system/backend/version of the wheel,
+tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID (`--modes`), and
 classifies each: agree (TTFT, TPOT and every op within 1e-6), both miss, only we miss, only they miss, differs
 (worst op and its relative error). Reusable: `--seed`, `--n`, `--json` (one object per deployment, then a
 summary object), `--only SUBSTRING[,SUBSTRING...]` (models whose HF id contains any of them).
@@ -58,7 +59,7 @@ def deployments_targets() -> list[tuple[str, str, str, bool]]:
     return sorted(found)
 
 
-def draw(rng: random.Random, model_list, targets) -> dict:
+def draw(rng: random.Random, model_list, targets, modes=("SILICON", "HYBRID")) -> dict:
     model, kind = rng.choice(model_list)
     # 4 in 5 draws from versions with their own GEMM tables (else nearly every draw is a both-miss)
     full = [t for t in targets if t[3]]
@@ -69,7 +70,7 @@ def draw(rng: random.Random, model_list, targets) -> dict:
     return {"model": model, "kind": kind, "system": system, "backend": backend, "version": version, "tp": tp,
             "moe_tp": moe_tp, "moe_ep": moe_ep, "batch": round(math.exp(rng.uniform(0, math.log(64)))),
             "isl": round(math.exp(rng.uniform(math.log(64), math.log(16000)))), "osl": rng.randint(2, 300),
-            "mode": rng.choice(["SILICON", "HYBRID"])}
+            "mode": rng.choice(list(modes))}
 
 
 def ours(est, d: dict):
@@ -209,6 +210,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--modes", default="SILICON,HYBRID", help="comma-separated database modes to draw from (also EMPIRICAL, SOL)")
     ap.add_argument("--only", default="", help="comma-separated: restrict to models whose name contains any of these")
     args = ap.parse_args(argv)
     from perfledger.estimator.session import Estimator, open_source
@@ -222,7 +224,7 @@ def main(argv=None) -> int:
     targets = deployments_targets()
     start, rows = time.perf_counter(), []
     for _ in range(args.n):
-        row = run_one(est, draw(rng, model_list, targets))
+        row = run_one(est, draw(rng, model_list, targets, args.modes.split(",")))
         rows.append(row)
         if args.json:
             print(json.dumps(row), flush=True)
