@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from perfledger.estimator.batch import estimate
-from perfledger.estimator.errors import UnsupportedModelError
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency, mem_op_sol
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
 from perfledger.estimator.models.plans.registry import PLANS, load_model
@@ -58,11 +58,23 @@ def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
             ms = 0.0
         elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
             ms = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
+        elif op == "fallback":
+            ms = fallback(est, query, spec, mode) * scale
         else:
             query_frame = pl.DataFrame({k: [v] for k, v in query.items()})
             ms = float(estimate(est, op, query_frame, mode=mode)["latency_ms"][0]) * scale
         out[name] = out.get(name, 0.0) + ms
     return out
+
+
+def fallback(est, query: dict, spec, mode: str) -> float:
+    """The `primary` ops' sum, else on a data miss the `fallback` ops' (0.12.0's FallbackOp: HYBRID asks the primary
+    in SILICON, so a module table's miss reads the granular ops' data before any empirical guess; in EMPIRICAL a
+    primary without samples falls back too)."""
+    try:
+        return sum(price(est, query["primary"], spec, "silicon" if mode == "hybrid" else mode).values())
+    except (NoDataError, EmpiricalUnavailableError):
+        return sum(price(est, query["fallback"], spec, mode).values())
 
 
 def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon",

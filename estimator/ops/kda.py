@@ -87,9 +87,11 @@ class KdaModel(OpModel):
         if route is None:
             return None
 
-        def has_heads(kernel: str) -> bool:
+        def has_heads(kernel: str) -> bool:  # at the query's exact structure: elsewhere 0.12.0 reads the nearest one
             rows = self._kernel_rows(est, {**key, "kernel": kernel})
-            return rows.height > 0 and rows.filter(pl.col("num_k_heads") == int(key["heads"])).height > 0
+            exact = (pl.col("num_k_heads") == int(key["heads"])) & (pl.col("head_k_dim") == int(key["head_dim"])) \
+                & (pl.col("head_v_dim") == int(key["head_dim"])) & (pl.col("d_conv") == int(key["d_conv"]))
+            return rows.height > 0 and rows.filter(exact).height > 0
 
         return route if not has_heads(key["kernel"]) and has_heads(route["via"]) else None
 
@@ -116,16 +118,20 @@ class KdaModel(OpModel):
 
     def _slice(self, est, key, nearest: bool):
         """The slice's lookup structure: context a [batch][seq] Grid, decode (seq 1) a batch curve; typed miss if
-        absent. `nearest`: an uncollected head count reads the nearest collected one (ties: the smaller), unscaled,
+        absent. A head / value dim or conv width the kernel was not collected at reads its nearest collected
+        structure (head dims first, then d_conv, ties to the smaller), unscaled, as 0.12.0 does inside SILICON.
+        `nearest`: an uncollected head count reads the nearest collected one (ties: the smaller), unscaled,
         which 0.12.0 does inside SILICON and we only in HYBRID (SILICON stays on collected slices)."""
         def build():
-            coords = {"kernel_source": key["kernel"], "phase": key["phase"], "head_k_dim": int(key["head_dim"]),
-                      "head_v_dim": int(key["head_dim"]), "d_model": int(key["d_model"]), "d_conv": int(key["d_conv"])}
-            rows = self._kernel_rows(est, key).filter(*[pl.col(c) == v for c, v in coords.items()],
+            rows = self._kernel_rows(est, key).filter(pl.col("kernel_source") == key["kernel"], pl.col("phase") == key["phase"],
                                                       pl.col("num_k_heads") == pl.col("num_v_heads"))
             if not rows.height:
-                where = ", ".join(f"{c}={v}" for c, v in coords.items())
-                raise NoDataError(f"{self.table} {key['system']}/{key['backend']}/{key['version']}: no rows for {where}")
+                raise NoDataError(f"{self.table} {key['system']}/{key['backend']}/{key['version']}: no rows for "
+                                  f"kernel_source={key['kernel']}, phase={key['phase']}, d_model={key['d_model']}")
+            dim, conv = int(key["head_dim"]), int(key["d_conv"])
+            shapes = rows.select("head_k_dim", "head_v_dim", "d_conv").unique().rows()
+            hk, hv, dc = min(shapes, key=lambda s: (abs(s[0] - dim) + abs(s[1] - dim), abs(s[2] - conv), s))
+            rows = rows.filter(pl.col("head_k_dim") == hk, pl.col("head_v_dim") == hv, pl.col("d_conv") == dc)
             want = int(key["heads"])
             heads = min(rows["num_k_heads"].unique().to_list(), key=lambda h: (abs(h - want), h)) if nearest else want
             rows = rows.filter(pl.col("num_k_heads") == heads)

@@ -133,9 +133,12 @@ class MoeModel(OpModel):
         candidates = [(quant, f) for quant, fs in slices.items() for f in fs]
 
         def grid_for(quant, feats, same_profile):
-            if feats is None:  # xprofile: that quant's nearest slice, log features normalised over its slices
-                span = log_spans(slices[quant])
-                feats = min(slices[quant], key=lambda f: feature_distance(f, query_feats, span))
+            if feats is None:  # xprofile: that quant's nearest slice holding the query's routing distribution
+                span = log_spans(slices[quant])  # log features normalised over all its slices
+                for near in sorted(slices[quant], key=lambda f: feature_distance(f, query_feats, span)):
+                    if (grid := grid_for(quant, near, same_profile)) is not None:
+                        return grid
+                return None
             best = feats
             slice_key = {**key, "quant": quant, **dict(zip(FEATURE_KEYS, best, strict=True)),
                          "gated": gating[(quant, tuple(best))]}

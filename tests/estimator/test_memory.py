@@ -117,6 +117,10 @@ PARITY = [
     ("nvidia/GLM-5.2-NVFP4", "gb200", "trtllm", "1.3.0rc20", 4, 4, 1),
     ("zai-org/GLM-5", "h200_sxm", "vllm", "0.24.0", 8, 8, 1),
     ("nvidia/DeepSeek-V3.1-NVFP4", "b200_sxm", "trtllm", "1.3.0rc20", 8, 1, 8),  # ModelOpt-excluded MLA q / kv bf16
+    ("moonshotai/Kimi-K2.5", "h200_sxm", "sglang", "0.5.14", 8, 1, 8),  # DeepSeek-V3's terms under text_config
+    ("nvidia/Kimi-K2.5-NVFP4", "b200_sxm", "vllm", "0.24.0", 4, 1, 4),
+    ("deepseek-ai/DeepSeek-V3.2", "b200_sxm", "sglang", "0.5.14", 8, 1, 8),  # GLM-5's DSA terms
+    ("nvidia/DeepSeek-V3.2-NVFP4", "gb200", "trtllm", "1.3.0rc20", 4, 4, 1),
 ]
 
 

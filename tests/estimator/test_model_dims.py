@@ -37,10 +37,13 @@ def test_a_priced_model_carries_typed_dims_family_and_plan_dims():
     assert names["shared_bf16"] is k3.unquantized.shared and "kind" not in names  # the family stays out of memory.yaml
 
 
-def test_memory_reads_a_model_no_plan_prices_but_the_static_estimate_refuses_it():
-    """DeepSeek-V3 has a memory model but no layer plan: no family and no plan dims, and load_model names the gap."""
-    v3 = priced_model(ModelConfig("v3", Path("v3.json"), {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 8,
-                                                          "num_attention_heads": 2, "num_hidden_layers": 1, "vocab_size": 4}, {}))
-    assert v3.family == {} and v3.plan_dims is None and v3.dims.head_dim == 4
-    with pytest.raises(EstimatorError, match="architecture 'DeepseekV3ForCausalLM' not in models.yaml"):
-        load_model(ModelConfig("v3", Path("v3.json"), {"architectures": ["DeepseekV3ForCausalLM"]}, {}))
+def test_priced_model_reads_a_model_no_plan_prices_but_the_static_estimate_refuses_it():
+    """An architecture without a layer plan: no family and no plan dims, and load_model names the gap; DeepSeek-V3
+    (priced since the deepseek plan) loads with its family."""
+    raw = {"hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1, "vocab_size": 4}
+    other = priced_model(ModelConfig("x", Path("x.json"), {"architectures": ["NoPlanForCausalLM"], **raw}, {}))
+    assert other.family == {} and other.plan_dims is None and other.dims.head_dim == 4
+    with pytest.raises(EstimatorError, match="architecture 'NoPlanForCausalLM' not in models.yaml"):
+        load_model(ModelConfig("x", Path("x.json"), {"architectures": ["NoPlanForCausalLM"]}, {}))
+    v3 = load_model(ModelConfig("v3", Path("v3.json"), {"architectures": ["DeepseekV3ForCausalLM"], **raw}, {}))
+    assert v3.family["kind"] == "deepseek" and v3.plan_dims is None

@@ -16,7 +16,7 @@ from typing import Any
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, model_dims, resolve_model
 from perfledger.estimator.models.config_expr import ConfigExprError
-from perfledger.estimator.models.plans import gemma4, glm5, gqa, hybrid_moe, kimi_k3, nas
+from perfledger.estimator.models.plans import deepseek, gemma4, glm5, gqa, hybrid_moe, kimi_k3, nas
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.quant.checkpoint import unquantized_parts
 
@@ -29,6 +29,7 @@ class LayerPlan:
 
 
 PLANS = {
+    "deepseek": LayerPlan(deepseek.ops),
     "dense": LayerPlan(partial(gqa.ops, moe=False), check=gqa.check),
     "moe": LayerPlan(partial(gqa.ops, moe=True), check=gqa.check),
     "kimi_k3": LayerPlan(kimi_k3.ops, dims=kimi_k3.dims),

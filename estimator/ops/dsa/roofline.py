@@ -36,7 +36,7 @@ def geometry(architecture: str) -> dict:
             + g["q_lora"] * g["index_heads"] * g["index_head_dim"],
             "head_gemm_params": g["q_lora"] * qk + g["kv_lora"] * (g["nope"] + g["v_head"]) + g["v_head"] * g["hidden"],
             "head_weight_params": g["q_lora"] * qk + g["v_head"] * g["hidden"],
-            "act_bytes": 2 * (qk + g["v_head"]), "index_flops": g["index_heads"] * g["index_head_dim"]}
+            "act_bytes": 2 * (qk + g.get("o_act_dim", g["v_head"])), "index_flops": g["index_heads"] * g["index_head_dim"]}
 
 
 def _pairs(n, p, t):

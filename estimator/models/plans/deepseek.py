@@ -1,0 +1,105 @@
+"""DeepSeek-V3 static layer plan (`DeepseekV3ForCausalLM`: DeepSeek-V3 / R1 / Kimi-K2, and Kimi-K2.5's text model):
+MLA attention + routed MoE with one shared expert, every layer.
+
+The op list (names, shapes, quants, repeat counts) reproduces what aiconfigurator-core 0.12.0 prices for these
+models outside its large-EP path (found from its per-op breakdown and compiled op spec, then checked per op):
+- every one of num_hidden_layers is priced as a MoE layer (first_k_dense_replace is not a dense MLP here);
+- attention is the MLA block: where every attention projection shares one GEMM quant, the whole MLA module op
+  (asked in SILICON first, also under HYBRID) with the granular ops as its fallback on a data miss; a checkpoint
+  mixing projection quants (DeepSeek-V3.1-NVFP4: bf16 q / kv, nvfp4 o) prices the granular ops directly:
+  fused q_a + kv_a down projection, q_b and kv_b GEMMs, the attention kernel, o projection. The kernel is the
+  backend's (`models.yaml` `attention`): `mla` = context MLA / BMM pre + generation MLA + BMM post at the MLA
+  kernel tables' head convention (`mla_kernel_heads` / tp), `gqa` = vLLM's standard attention at v_head_dim;
+- shared expert GEMMs split by tp (bf16 when the checkpoint excludes shared experts), router and logits bf16,
+  MoE dispatch as the custom allreduce on the MoE group; `tp_allreduce_backends` pay two TP allreduces a layer;
+- decode overlaps the routed branch (router, dispatch, MoE, combine) with the shared expert: max of the two.
+"""
+
+from __future__ import annotations
+
+from perfledger.estimator.errors import UnsupportedModelError
+from perfledger.estimator.fit.roofline import elementwise_bytes
+from perfledger.estimator.models.priced import PricedModel
+
+
+def _quants(m: PricedModel, gemm_quant: str) -> dict[str, str]:
+    """GEMM quant per attention projection group (bf16 where the checkpoint excludes it), the fused down
+    projection's (bf16 only when q and kv both are), the MLA BMMs' (the kv projection's, fp8 for a quantized one)."""
+    group = {g: "bfloat16" if m.unquantized.attention.get(g) else gemm_quant for g in ("q", "kv", "o")}
+    group["down"] = "bfloat16" if group["q"] == group["kv"] == "bfloat16" else gemm_quant
+    group["bmm"] = "bfloat16" if "bfloat16" in (group["kv"], gemm_quant) else "fp8"
+    return group
+
+
+def _granular(m: PricedModel, d, q, base, gemm, context, batch, seq) -> list[tuple[str, str, dict, float]]:
+    """The MLA block as separate ops: down projection, q_b / kv_b GEMMs, the backend's attention kernel, o GEMM."""
+    dims, family, tp, L = m.dims, m.family, d.tp, m.dims.layers
+    heads = dims.heads // tp
+    form = family["attention"].get(d.backend)
+    if form is None:
+        raise UnsupportedModelError(f"{m.name}: models.yaml {family['kind']} `attention` names no MLA kernel for backend "
+                                    f"{d.backend} (have {', '.join(family['attention'])})")
+    ops = [("downscale_gemm", "gemm", gemm(dims.q_lora + dims.kv_lora + dims.rope_dim, dims.hidden, q["down"]), L),
+           ("q_b_proj_gemm", "gemm", gemm(heads * (dims.nope_dim + dims.rope_dim), dims.q_lora, q["q"]), L)]
+    if context:
+        ops.append(("kv_b_proj_gemm", "gemm", gemm(heads * (dims.nope_dim + dims.v_head_dim), dims.kv_lora, q["kv"]), L))
+    if form == "gqa":  # vLLM absorbs kv_b and runs its standard attention at v_head_dim
+        attn = {**base, "kv_quant": d.kv_quant, "head_dim": dims.v_head_dim, "window": 0, "heads": heads,
+                "kv_heads": max(dims.kv_heads // tp, 1), "batch": batch, "lane_defaults": True}
+        ops.append(("attention", "attention", {**attn, "fmha_quant": d.fmha_quant, "isl": seq, "qk_norm": False}, L)
+                   if context else ("attention", "generation_attention", {**attn, "seq": seq}, L))
+    elif form == "mla":
+        kernel_heads = family["mla_kernel_heads"] // tp
+        if context:
+            ops.append(("attention", "context_mla", {**base, "fmha_quant": d.fmha_quant, "kv_quant": d.kv_quant,
+                                                     "heads": kernel_heads, "isl": seq, "batch": batch}, L))
+        else:
+            bmm = {**base, "quant": q["bmm"], "heads": heads, "tokens": batch}
+            ops += [("bmm_pre", "mla_bmm", {**bmm, "phase": "pre"}, L),
+                    ("attention", "generation_mla", {**base, "kv_quant": d.kv_quant, "heads": kernel_heads, "batch": batch,
+                                                     "seq": seq}, L),
+                    ("bmm_post", "mla_bmm", {**bmm, "phase": "post"}, L)]
+    else:
+        raise ValueError(f"models.yaml {family['kind']} backend {d.backend}: attention must be gqa or mla, not {form!r}")
+    return ops + [("proj_gemm", "gemm", gemm(dims.hidden, heads * dims.v_head_dim, q["o"]), L)]
+
+
+def _mla_block(m: PricedModel, d, base, gemm, context, batch, seq) -> list[tuple[str, str, dict, float]]:
+    """The module op with the granular fallback where the projections share one quant, else the granular ops."""
+    q = _quants(m, d.gemm_quant)
+    granular = _granular(m, d, q, base, gemm, context, batch, seq)
+    if len({q["q"], q["kv"], q["o"]}) > 1:  # no module row is keyed by a mixed checkpoint
+        return granular
+    dims = m.dims
+    module = {**base, "kv_quant": d.kv_quant, "gemm_quant": q["o"], "heads": dims.heads // d.tp, "batch": batch,
+              "native_heads": dims.heads}
+    primary = (("mla_context_module", {**module, "fmha_quant": d.fmha_quant, "isl": seq}) if context
+               else ("mla_generation_module", {**module, "seq": seq}))
+    return [("mla_block", "fallback", {"primary": [("mla_module", *primary, dims.layers)], "fallback": granular}, 1)]
+
+
+def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
+    """(name, op, query, scale) for one DeepSeek-V3 forward pass at `tokens` tokens (scale = layer count)."""
+    dims, family, tp = m.dims, m.family, d.tp
+    h, L = dims.hidden, dims.layers
+    base = {"system": d.system, "backend": d.backend, "version": d.version}
+    gemm = lambda n, k, quant: {**base, "quant": quant, "m": tokens, "n": n, "k": k}  # noqa: E731
+    mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
+    inter, shared_q = dims.shared * dims.moe_inter // tp, "bfloat16" if m.unquantized.shared else d.gemm_quant
+    shared = [("shared_gate_up_gemm", "gemm", gemm(2 * inter, h, shared_q), L),
+              ("shared_act_gate", "mem", mem(2 * inter, inter), L),
+              ("shared_ffn2_gemm", "gemm", gemm(h, inter, shared_q), L)]
+    moe = {**base, "quant": d.moe_quant, "distribution": family["distribution"], "gated": True, "topk": dims.topk,
+           "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
+    dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
+    routed = [("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L), ("moe_pre_dispatch", "allreduce", dispatch, L),
+              ("moe", "moe", moe, L), ("moe_post_dispatch", "allreduce", dispatch, L)]
+    ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
+           ("add_norm_1", "mem", mem(2 * h, 2 * h), L),
+           *_mla_block(m, d, base, gemm, context, batch, seq),
+           ("add_norm_2", "mem", mem(2 * h, 2 * h), L)]
+    ops += shared + routed if context else [("moe_overlap", "overlap", {"groups": [routed, shared]}, 1)]
+    ops.append(("logits_gemm", "gemm", {**gemm(dims.vocab // tp, h, "bfloat16"), "m": batch}, 1))
+    if d.backend in family.get("tp_allreduce_backends", ()):
+        ops.append(("tp_allreduce", "allreduce", {**base, "tp": tp, "elements": tokens * h}, 2 * L))
+    return ops
