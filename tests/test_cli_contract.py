@@ -57,7 +57,7 @@ FAILING = {
     "matrix import": (["{tmp}/no-such-matrix", "--label", "x"], 1),
     "matrix labels": (["--label", "x"], 2),
     "run": (["--runner", "spark"], 2),
-    "serve": ([], 1),
+    "serve": (["--file", "{tmp}/no-such-prefect.yaml"], 2),  # not a bare call: under a Prefect harness it would serve
     "slices": (["nope", "--system", "h200_sxm"], 2),
     "tables": ([], 1),
     "validate": (["{tmp}/no-such-source"], 2),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from perfledger.estimator.plan.question import Question
 
@@ -41,7 +42,7 @@ def run_default(q: Question, out: Path) -> dict[str, pl.DataFrame]:
         cmd += ["--nextn", str(q.nextn), "--nextn-accepted", str(q.nextn_accepted or 0)]
     if q.database_mode != "silicon":
         cmd += ["--database-mode", q.database_mode.upper()]
-    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=600)
+    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=1800)
     (agg,) = out.glob("*/*/agg")
     return {name: pl.read_csv(agg / f"{file}.csv").select(list(AGG_COLUMNS)).rename(AGG_COLUMNS)
             for name, file in (("top", "best_config_topn"), ("pareto", "pareto"))}
@@ -108,3 +109,17 @@ def disagg(model: str, total_gpus: int, system: str, backend: str, isl: int, osl
     return DisaggOracle(_rows(tables["prefill"], WORKER_COLUMNS), _rows(tables["decode"], WORKER_COLUMNS),
                         _rows(result, REPLICA_COLUMNS), _rows(picked["best_config_df"], {**REPLICA_COLUMNS, **cluster}),
                         _rows(picked["pareto_frontier_df"], {**REPLICA_COLUMNS, **cluster}), str(db.version))
+
+
+KEY = ["parallel", "batch", "ctx_tokens"]
+VALUES = ["ttft_ms", "tpot_ms", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "request_latency_ms", "concurrency",
+          "seq_per_s", "tokens_per_s", "memory_gib", "global_batch", "gpus"]
+
+
+def assert_rows_equal(ours: pl.DataFrame, ref: pl.DataFrame, what: str):
+    """Same points (parallelism, batch, context budget) in the same order; every value within 1e-4 of 0.12.0's
+    3-decimal one (ours rounded as it rounds)."""
+    assert ours.select(KEY).rows() == ref.select(KEY).rows(), f"{what}: different points"
+    for mine, theirs in zip(ours.iter_rows(named=True), ref.iter_rows(named=True), strict=True):
+        for col in VALUES:
+            assert round(mine[col], 3) == pytest.approx(theirs[col], rel=1e-4, abs=1e-9), f"{what} {mine['parallel']} {col}"

@@ -22,27 +22,15 @@ QUESTIONS = [
     pytest.param(Question("meta-llama/Meta-Llama-3.1-8B", "h200_sxm", "vllm", 4, 1000, 200, 500, 15),
                  id="llama3.1-8b-4xh200-vllm"),
 ]
-KEY = ["parallel", "batch", "ctx_tokens"]
-VALUES = ["ttft_ms", "tpot_ms", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "request_latency_ms", "concurrency",
-          "seq_per_s", "tokens_per_s", "memory_gib", "global_batch", "gpus"]
-
-
-def _assert_rows_equal(ours: pl.DataFrame, ref: pl.DataFrame, what: str):
-    assert ours.select(KEY).rows() == ref.select(KEY).rows(), f"{what}: different points"
-    for mine, theirs in zip(ours.iter_rows(named=True), ref.iter_rows(named=True), strict=True):
-        for col in VALUES:
-            assert round(mine[col], 3) == pytest.approx(theirs[col], rel=1e-4, abs=1e-9), f"{what} {mine['parallel']} {col}"
-
-
 @pytest.mark.aic
 @pytest.mark.parametrize("q", QUESTIONS)
 def test_agg_search_matches_aiconfigurator_cli_default(wheel_est, q, tmp_path):
-    from tests.estimator.plan_oracle import run_default
+    from tests.estimator.plan_oracle import assert_rows_equal, run_default
 
     ref = run_default(q, tmp_path)
     plan = agg_search(wheel_est, q)
-    _assert_rows_equal(plan.top, ref["top"], "best per configuration")
-    _assert_rows_equal(plan.pareto, ref["pareto"], "agg Pareto front")
+    assert_rows_equal(plan.top, ref["top"], "best per configuration")
+    assert_rows_equal(plan.pareto, ref["pareto"], "agg Pareto front")
     assert plan.reason is None and plan.top.height >= 1
     steps = best_steps(plan)
     assert steps is not None and {"context_attention (scaled)", "generation_attention"} <= set(steps["mixed"])
@@ -52,14 +40,14 @@ def test_agg_search_matches_aiconfigurator_cli_default(wheel_est, q, tmp_path):
 def test_sglang_differs_only_by_context_parallel_configurations(wheel_est, tmp_path):
     """0.12.0 also sweeps context parallelism (cp 2/4/8) on sglang dense models; we do not (known gap): every
     configuration we sweep equals its row, its front is ours, and the rows we lack are all cp > 1."""
-    from tests.estimator.plan_oracle import run_default
+    from tests.estimator.plan_oracle import assert_rows_equal, run_default
 
     q = Question("Qwen/Qwen3-32B", "h200_sxm", "sglang", 8, 4000, 500, 2000, 30)
     ref, plan = run_default(q, tmp_path), agg_search(wheel_est, q)
     cp_rows = ref["top"].filter(pl.col("parallel").str.contains("cp"))
-    _assert_rows_equal(plan.top, ref["top"].filter(~pl.col("parallel").str.contains("cp")).head(plan.top.height), "sglang")
+    assert_rows_equal(plan.top, ref["top"].filter(~pl.col("parallel").str.contains("cp")).head(plan.top.height), "sglang")
     assert cp_rows.height == ref["top"].height - plan.top.height
-    _assert_rows_equal(plan.pareto, ref["pareto"], "sglang agg Pareto front")
+    assert_rows_equal(plan.pareto, ref["pareto"], "sglang agg Pareto front")
 
 
 def test_search_space_is_the_reference_enumeration():

@@ -101,12 +101,6 @@ def test_backfill_window_is_checked_before_prefect_starts(tmp_path: Path) -> Non
     assert not (tmp_path / "o").exists() and not (tmp_path / "wh").exists()
 
 
-def test_serve_without_a_server_is_one_line(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["serve"], env={"PREFECT_API_URL": ""})
-    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1
-    assert "serve needs a Prefect server" in result.stderr and "PREFECT_API_URL" in result.stderr
-
-
 def test_backfill_models_are_resolved_before_prefect_starts(tmp_path: Path) -> None:
     result = runner.invoke(app, ["backfill", "--since", "2026-01-01", "--models", "kimi-k4", "--out", str(tmp_path / "o"),
                                  "--warehouse", str(tmp_path / "wh")])

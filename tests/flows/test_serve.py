@@ -80,6 +80,9 @@ def test_serve_without_a_server_refuses_unless_ephemeral(monkeypatch) -> None:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     with temporary_settings(updates={PREFECT_API_URL: None}):
+        human = CliRunner().invoke(app, ["serve"])
+        assert human.exit_code == 1 and "Traceback" not in human.output
+        assert len(human.stderr.splitlines()) == 1 and human.stderr.startswith("error: ")
         result = CliRunner().invoke(app, ["serve", "--json"])
         assert result.exit_code == 1
         assert "PREFECT_API_URL is not set" in json.loads(result.stdout)["error"] and "--ephemeral" in result.stdout
