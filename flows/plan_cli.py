@@ -55,7 +55,8 @@ def _layout(mode: str, r: dict) -> str:
 
 
 def _write(out: Path, answer, payload: dict, is_moe: bool) -> list[str]:
-    """plan.json, the Pareto plot and every top config rendered by the generator; returns the generator's warnings."""
+    """The Pareto plot, every top config rendered by the generator, then plan.json: `payload` with the generator's
+    warnings added (also returned), so the file says what the printed answer says."""
     import json
 
     from perfledger.generator.api import render_document
@@ -66,7 +67,6 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> list[str]:
 
     q = answer.question
     check_output_folder(out)
-    write_file(out, "plan.json", json.dumps(payload, indent=1) + "\n")
     model = payload["question"]["model"]
     title = f"{model} on {q.total_gpus} × {q.system} ({q.backend} {q.version}), isl {q.isl} osl {q.osl}"
     svg, png = pareto_plot({m: a.pareto for m, a in answer.modes.items()}, answer.best, title)
@@ -80,6 +80,7 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> list[str]:
             folder = make_folders(out, Path(mode) / f"top{k}")
             write_output(folder, rendered.files)
             warnings += [f"{mode} top{k}: {w}" for w in rendered.warnings]
+    write_file(out, "plan.json", json.dumps({**payload, "warnings": payload["warnings"] + warnings}, indent=1) + "\n")
     return warnings
 
 

@@ -56,11 +56,15 @@ FAILING = {
     "matrix explain": (["kimi-k4", "head"], 1),
     "matrix import": (["{tmp}/no-such-matrix", "--label", "x"], 1),
     "matrix labels": (["--label", "x"], 2),
+    "maintain": (["--vacuum", "--retain-days", "-1"], 2),
+    "plan": (["--model", "Qwen/Qwen3-32B", "--total-gpus", "8", "--system", "h999", "--backend", "vllm", "--isl", "100",
+              "--osl", "10", "--ttft", "100", "--tpot", "10", "--data", "aic-package"], 1),
     "run": (["--runner", "spark"], 2),
     "serve": (["--file", "{tmp}/no-such-prefect.yaml"], 2),  # not a bare call: under a Prefect harness it would serve
     "slices": (["nope", "--system", "h200_sxm"], 2),
     "tables": ([], 1),
     "validate": (["{tmp}/no-such-source"], 2),
+    "versions": (["gemm_perf"], 1),
 }
 
 

@@ -34,7 +34,8 @@ def test_reference_data_option_sets_the_environment_for_every_command(tmp_path: 
     monkeypatch.setenv(settings.REFERENCE_ENV, os.environ.get(settings.REFERENCE_ENV, ""))
     runner = CliRunner()
     args = ["tables", "--warehouse", str(tmp_path / "wh"), "--json"]
-    assert runner.invoke(app, ["--reference-data", str(tmp_path), *args]).exit_code == 0
+    given = runner.invoke(app, ["--reference-data", str(tmp_path), *args])  # accepted: the empty warehouse is what fails
+    assert given.exit_code == 1 and "holds no curated tables" in given.output
     assert settings.reference_data() == tmp_path
     missing = runner.invoke(app, ["--reference-data", str(tmp_path / "nope"), *args])
     assert missing.exit_code == 2 and "does not exist" in missing.output

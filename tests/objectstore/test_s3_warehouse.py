@@ -131,7 +131,7 @@ def test_time_travel_and_diff_on_s3(bucket: str, tmp_path: Path) -> None:
     code, diff = _cli("diff", "gemm_perf", "--from", "0", "--warehouse", uri)
     assert code == 0 and (diff["added"], diff["removed"], diff["changed"]) == (1, 1, 1)
     code, missing = _cli("diff", "gemm_perf", "--from", "7", "--warehouse", uri)
-    assert code == 2 and "no version" in missing["error"]
+    assert code == 1 and "no version 7; valid versions are 0..1" in missing["error"]
 
 
 def test_ledger_and_matrix_builds_on_s3_equal_local_disk(ingested) -> None:
