@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,19 @@ def oracle(aic_core):
     from tests.estimator.oracle import Oracle
 
     return Oracle()
+
+
+@pytest.fixture(scope="module")
+def sweep(aic_core):
+    """The whole-model sweep tool (benchmarks/static_parity.py; benchmarks/ is no package): its deployment runner
+    and classifier, shared by the tests that pin its draws."""
+    spec = importlib.util.spec_from_file_location("static_parity", REPO / "benchmarks" / "static_parity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def sweep_deployment(model, kind, system, backend, version, tp, moe_tp, moe_ep, batch, isl, osl, mode) -> dict:
+    """One deployment in the sweep's own shape (as its draws print)."""
+    return {"model": model, "kind": kind, "system": system, "backend": backend, "version": version, "tp": tp,
+            "moe_tp": moe_tp, "moe_ep": moe_ep, "batch": batch, "isl": isl, "osl": osl, "mode": mode}

@@ -4,7 +4,6 @@ MLA block's module-or-granular fallback, and the MoE xprofile tie order Kimi-K2.
 
 from __future__ import annotations
 
-import importlib.util
 import random
 
 import pytest
@@ -14,23 +13,15 @@ from perfledger.estimator.errors import NoDataError
 from perfledger.estimator.models.plans import deepseek
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.static import Deploy, static
-from tests.estimator.conftest import REPO
+from tests.estimator.conftest import sweep_deployment
+from tests.estimator.dsa_oracle import compare_dsa_modules
 
 pytestmark = pytest.mark.aic
 
 
-@pytest.fixture(scope="module")
-def sweep():
-    """The whole-model sweep tool (benchmarks/ is no package): its deployment runner and classifier."""
-    spec = importlib.util.spec_from_file_location("static_parity", REPO / "benchmarks" / "static_parity.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def _d(model, system, backend, version, tp, moe_tp, moe_ep, batch, isl, osl, mode):
-    return {"model": model, "kind": "deepseek", "system": system, "backend": backend, "version": version, "tp": tp,
-            "moe_tp": moe_tp, "moe_ep": moe_ep, "batch": batch, "isl": isl, "osl": osl, "mode": mode}
+    return sweep_deployment(model, "deepseek", system, backend, version, tp, moe_tp, moe_ep, batch, isl, osl, mode)
 
 
 # drawn by benchmarks/static_parity.py (seeds 1, 2), answered on both sides: the MLA module (vLLM), the granular
@@ -185,41 +176,15 @@ def test_deepseek_v32_deployment_matches_reference_per_op(wheel_est, sweep, d):
 def test_deepseek_v32_dsa_module_ops_match_reference(wheel_est, oracle, system, backend, version, gemms):
     """DeepSeek-V3.2's DSA module rows and roofline (dsa.yaml geometry incl. its o activation width, the nvfp4 module
     GEMM quant): random in-data, interpolated, ragged and out-of-grid queries both miss or agree within 1e-6, SOL 1e-9."""
-    from aiconfigurator_core.sdk import common
-    from aiconfigurator_core.sdk.operations import ContextDSAModule, GenerationDSAModule
-
     rng, handle = random.Random(f"v32{system}{backend}"), oracle.handle(system, backend, version)
+    where = dict(system=system, backend=backend, version=version)
     answered = 0
     for _ in range(12):
         q = dict(kv=rng.choice(["fp8", "bfloat16"]), gemm=rng.choice(gemms), heads=rng.choice([1, 8, 16, 32, 64, 128]),
                  batch=rng.choice([1, 2, 3, 8, 16, 64, 256, 1024]), isl=rng.choice([1, 16, 512, 1000, 2048, 3000, 8192, 40000]),
-                 prefix=rng.choice([0, 0, 512, 2048, 5000]), seq=rng.choice([2, 3, 129, 1025, 4001, 9000, 70000]))
-        dsa = dict(index_topk_freq=1, dsa_full_layer_fraction=1.0, architecture="DeepseekV32ForCausalLM")
-        kv, gemm = common.KVCacheQuantMode[q["kv"]], common.GEMMQuantMode[q["gemm"]]
-        cases = [(ContextDSAModule("a", 1.0, q["heads"], kv, common.FMHAQuantMode.bfloat16, gemm, cp_size=1, **dsa),
-                  dict(is_context=True, batch_size=q["batch"], s=q["isl"], prefix=q["prefix"], x=q["batch"] * q["isl"]),
-                  "dsa_context_module", dict(isl=q["isl"], prefix=q["prefix"])),
-                 (GenerationDSAModule("g", 1.0, q["heads"], kv, gemm, **dsa),
-                  dict(is_context=False, batch_size=q["batch"], s=q["seq"], x=q["batch"]), "dsa_generation_module",
-                  dict(seq=q["seq"]))]
-        for op, kw, name, cols in cases:
-            ops = oracle.build([op])
-            try:
-                ref = handle.evaluate_ops_json(ops, **kw)[0][1]
-            except Exception as exc:  # the reference's typed miss
-                assert "PerfDataNotAvailable" in type(exc).__name__, exc
-                ref = None
-            query = dict(system=system, backend=backend, version=version, architecture="DeepseekV32ForCausalLM",
-                         kv_quant=q["kv"], gemm_quant=q["gemm"], heads=q["heads"], batch=q["batch"], full_frac=1.0, **cols)
-            try:
-                ours = estimate_one(wheel_est, name, **query)
-            except NoDataError:
-                ours = None
-            assert (ours is None) == (ref is None), f"one-sided miss {name} {query} ours={ours} ref={ref}"
-            if ref is not None:
-                answered += 1
-                assert ours["latency_ms"] == pytest.approx(ref, rel=1e-6), f"{name} {query}"
-                assert ours["sol_ms"] == pytest.approx(handle.evaluate_ops_sol_json(ops, **kw)[0][1], rel=1e-9)
+                 prefix=rng.choice([0, 0, 512, 2048, 5000]), seq=rng.choice([2, 3, 129, 1025, 4001, 9000, 70000]), frac=1.0)
+        answered += compare_dsa_modules(wheel_est, oracle, handle, where, q, architecture="DeepseekV32ForCausalLM",
+                                        index_topk_freq=1, check_sol=True)
     assert answered >= 8
 
 

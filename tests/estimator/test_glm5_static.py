@@ -14,6 +14,7 @@ from perfledger.estimator.models.plans.glm5 import _module_quant
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.quant.checkpoint import attention_bf16 as _attention_bf16
 from perfledger.estimator.static import Deploy, static
+from tests.estimator.dsa_oracle import compare_dsa_modules
 
 RULES = {"full_indexer": "full", "attention_block": "self_attn", "shared_experts": "shared_expert",
          "attention_groups": {"q": ["q_a_proj", "q_b_proj", "q_proj"], "kv": ["kv_a_proj", "kv_b_proj", "kv_proj"],
@@ -73,41 +74,13 @@ def _query(rng):
                                                     ("h200_sxm", "vllm", "0.24.0"), ("gb200", "trtllm", "1.3.0rc20")])
 def test_dsa_module_ops_match_reference(wheel_est, oracle, system, backend, version):
     """Random in-data, interpolated, ragged and out-of-grid queries: both miss, or agree within 1e-6 (SOL too)."""
-    from aiconfigurator_core.sdk import common
-    from aiconfigurator_core.sdk.operations import ContextDSAModule, GenerationDSAModule
-
     rng, handle = random.Random(f"{system}{backend}"), oracle.handle(system, backend, version)
     where = dict(system=system, backend=backend, version=version)
     answered = 0
     for _ in range(25):
         q = _query(rng)
-        dsa = dict(index_topk_freq=4, dsa_full_layer_fraction=q["frac"], architecture="GlmMoeDsaForCausalLM")
-        kv, gemm = common.KVCacheQuantMode[q["kv"]], common.GEMMQuantMode[q["gemm"]]
-        cases = [(ContextDSAModule("a", 1.0, q["heads"], kv, common.FMHAQuantMode.bfloat16, gemm, cp_size=1, **dsa),
-                  dict(is_context=True, batch_size=q["batch"], s=q["isl"], prefix=q["prefix"], x=q["batch"] * q["isl"]),
-                  "dsa_context_module", dict(isl=q["isl"], prefix=q["prefix"])),
-                 (GenerationDSAModule("g", 1.0, q["heads"], kv, gemm, **dsa),
-                  dict(is_context=False, batch_size=q["batch"], s=q["seq"], x=q["batch"]), "dsa_generation_module",
-                  dict(seq=q["seq"]))]
-        for op, kw, name, cols in cases:
-            ops = oracle.build([op])
-            try:
-                ref = handle.evaluate_ops_json(ops, **kw)[0][1]
-            except Exception as exc:  # the reference's typed miss
-                assert "PerfDataNotAvailable" in type(exc).__name__, exc
-                ref = None
-            query = dict(**where, kv_quant=q["kv"], gemm_quant=q["gemm"], heads=q["heads"], batch=q["batch"],
-                         full_frac=q["frac"], **cols)
-            try:
-                ours = estimate_one(wheel_est, name, **query)
-            except NoDataError:
-                ours = None
-            assert (ours is None) == (ref is None), f"one-sided miss {name} {query} ours={ours} ref={ref}"
-            if ref is not None:
-                answered += 1
-                assert ours["latency_ms"] == pytest.approx(ref, rel=1e-6), f"{name} {query}"
-                if q["frac"] == 1.0:
-                    assert ours["sol_ms"] == pytest.approx(handle.evaluate_ops_sol_json(ops, **kw)[0][1], rel=1e-9)
+        answered += compare_dsa_modules(wheel_est, oracle, handle, where, q, architecture="GlmMoeDsaForCausalLM",
+                                        index_topk_freq=4, check_sol=q["frac"] == 1.0)
     assert answered >= 25
 
 

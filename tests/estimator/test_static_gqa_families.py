@@ -7,7 +7,6 @@ per plan; the refusals both sides make."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -16,21 +15,11 @@ from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import model_config, model_config_at
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.static import Deploy, static
-from tests.estimator.conftest import REPO
-
-
-@pytest.fixture(scope="module")
-def sweep(aic_core):
-    """The sweep tool itself (benchmarks/ is no package): its deployment runner and classifier."""
-    spec = importlib.util.spec_from_file_location("static_parity", REPO / "benchmarks" / "static_parity.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.estimator.conftest import sweep_deployment
 
 
 def _d(model, system, backend, version, tp, moe_tp, moe_ep, batch, isl, osl, mode):
-    return {"model": model, "kind": "-", "system": system, "backend": backend, "version": version, "tp": tp,
-            "moe_tp": moe_tp, "moe_ep": moe_ep, "batch": batch, "isl": isl, "osl": osl, "mode": mode}
+    return sweep_deployment(model, "-", system, backend, version, tp, moe_tp, moe_ep, batch, isl, osl, mode)
 
 
 # drawn by the sweep (seed 1), answered on both sides: every new family, checkpoints, splits, systems, modes

@@ -4,29 +4,15 @@ fp8_block MoE alignment refusal both sides make."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.static import Deploy, static
-from tests.estimator.conftest import REPO
+from tests.estimator.conftest import sweep_deployment
 
 pytestmark = pytest.mark.aic
 
-
-@pytest.fixture(scope="module")
-def sweep():
-    """The sweep tool itself (benchmarks/ is no package): its deployment runner and classifier."""
-    spec = importlib.util.spec_from_file_location("static_parity", REPO / "benchmarks" / "static_parity.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _d(model, kind, system, backend, version, tp, moe_tp, moe_ep, batch, isl, osl, mode):
-    return {"model": model, "kind": kind, "system": system, "backend": backend, "version": version, "tp": tp,
-            "moe_tp": moe_tp, "moe_ep": moe_ep, "batch": batch, "isl": isl, "osl": osl, "mode": mode}
+_d = sweep_deployment
 
 
 # drawn by the sweep, answered on both sides: families × checkpoints × modes × splits

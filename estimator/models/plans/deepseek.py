@@ -18,7 +18,7 @@ models outside its large-EP path (found from its per-op breakdown and compiled o
 from __future__ import annotations
 
 from perfledger.estimator.errors import UnsupportedModelError
-from perfledger.estimator.fit.roofline import elementwise_bytes
+from perfledger.estimator.models.plans.shared_expert_moe import layer_ops
 from perfledger.estimator.models.priced import PricedModel
 
 
@@ -80,26 +80,10 @@ def _mla_block(m: PricedModel, d, base, gemm, context, batch, seq) -> list[tuple
 
 def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
     """(name, op, query, scale) for one DeepSeek-V3 forward pass at `tokens` tokens (scale = layer count)."""
-    dims, family, tp = m.dims, m.family, d.tp
-    h, L = dims.hidden, dims.layers
-    base = {"system": d.system, "backend": d.backend, "version": d.version}
-    gemm = lambda n, k, quant: {**base, "quant": quant, "m": tokens, "n": n, "k": k}  # noqa: E731
-    mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
-    inter, shared_q = dims.shared * dims.moe_inter // tp, "bfloat16" if m.unquantized.shared else d.gemm_quant
-    shared = [("shared_gate_up_gemm", "gemm", gemm(2 * inter, h, shared_q), L),
-              ("shared_act_gate", "mem", mem(2 * inter, inter), L),
-              ("shared_ffn2_gemm", "gemm", gemm(h, inter, shared_q), L)]
-    moe = {**base, "quant": d.moe_quant, "distribution": family["distribution"], "gated": True, "topk": dims.topk,
-           "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
-    dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
-    routed = [("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L), ("moe_pre_dispatch", "allreduce", dispatch, L),
-              ("moe", "moe", moe, L), ("moe_post_dispatch", "allreduce", dispatch, L)]
-    ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
-           ("add_norm_1", "mem", mem(2 * h, 2 * h), L),
-           *_mla_block(m, d, base, gemm, context, batch, seq),
-           ("add_norm_2", "mem", mem(2 * h, 2 * h), L)]
-    ops += shared + routed if context else [("moe_overlap", "overlap", {"groups": [routed, shared]}, 1)]
-    ops.append(("logits_gemm", "gemm", {**gemm(dims.vocab // tp, h, "bfloat16"), "m": batch}, 1))
-    if d.backend in family.get("tp_allreduce_backends", ()):
-        ops.append(("tp_allreduce", "allreduce", {**base, "tp": tp, "elements": tokens * h}, 2 * L))
+    dims, tp = m.dims, d.tp
+    ops = layer_ops(m, d, tokens, context, batch, dims.shared * dims.moe_inter // tp,
+                    lambda base, gemm: _mla_block(m, d, base, gemm, context, batch, seq))
+    if d.backend in m.family.get("tp_allreduce_backends", ()):
+        ops.append(("tp_allreduce", "allreduce", {"system": d.system, "backend": d.backend, "version": d.version,
+                                                  "tp": tp, "elements": tokens * dims.hidden}, 2 * dims.layers))
     return ops

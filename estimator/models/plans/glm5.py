@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
+from perfledger.estimator.models.plans.shared_expert_moe import layer_ops
 from perfledger.estimator.models.priced import PricedModel
 
 
@@ -43,30 +43,15 @@ def _module_quant(attention_bf16: dict[str, bool], gemm_quant: str) -> str:
 
 def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
     """(name, op, query, scale) for one GLM-5 forward pass at `tokens` tokens (scale = layer count)."""
-    dims, own, family, tp = m.dims, m.plan_dims, m.family, d.tp
-    h, L = dims.hidden, dims.layers
-    base = {"system": d.system, "backend": d.backend, "version": d.version}
-    gemm = lambda n, k, quant: {**base, "quant": quant, "m": tokens, "n": n, "k": k}  # noqa: E731
-    mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
+    dims, own, family = m.dims, m.plan_dims, m.family
     frac = own.full_frac if d.backend in family.get("skip_indexer_backends", ()) else 1.0
-    attn = {**base, "architecture": family["dsa_architecture"], "kv_quant": d.kv_quant,
-            "gemm_quant": _module_quant(m.unquantized.attention, d.gemm_quant), "heads": dims.heads // tp, "batch": batch,
-            "full_frac": frac}
-    attention = (("dsa_context_module", {**attn, "isl": seq, "prefix": 0}) if context
-                 else ("dsa_generation_module", {**attn, "seq": seq}))
-    inter, shared_q = dims.moe_inter // d.moe_tp, "bfloat16" if m.unquantized.shared else d.gemm_quant
-    shared = [("shared_gate_up_gemm", "gemm", gemm(2 * inter, h, shared_q), L),
-              ("shared_act_gate", "mem", mem(2 * inter, inter), L),
-              ("shared_ffn2_gemm", "gemm", gemm(h, inter, shared_q), L)]
-    moe = {**base, "quant": d.moe_quant, "distribution": family["distribution"], "gated": True, "topk": dims.topk,
-           "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
-    dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
-    routed = [("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L), ("moe_pre_dispatch", "allreduce", dispatch, L),
-              ("moe", "moe", moe, L), ("moe_post_dispatch", "allreduce", dispatch, L)]
-    ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
-           ("add_norm_1", "mem", mem(2 * h, 2 * h), L),
-           ("attention", attention[0], attention[1], L),
-           ("add_norm_2", "mem", mem(2 * h, 2 * h), L)]
-    ops += shared + routed if context else [("moe_overlap", "overlap", {"groups": [routed, shared]}, 1)]
-    ops.append(("logits_gemm", "gemm", {**gemm(dims.vocab // tp, h, "bfloat16"), "m": batch}, 1))
-    return ops
+
+    def attention(base: dict, _gemm) -> list[tuple[str, str, dict, float]]:
+        attn = {**base, "architecture": family["dsa_architecture"], "kv_quant": d.kv_quant,
+                "gemm_quant": _module_quant(m.unquantized.attention, d.gemm_quant), "heads": dims.heads // d.tp,
+                "batch": batch, "full_frac": frac}
+        op, query = (("dsa_context_module", {**attn, "isl": seq, "prefix": 0}) if context
+                     else ("dsa_generation_module", {**attn, "seq": seq}))
+        return [("attention", op, query, dims.layers)]
+
+    return layer_ops(m, d, tokens, context, batch, dims.moe_inter // d.moe_tp, attention)
