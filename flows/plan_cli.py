@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         """The best way to serve a model on N GPUs under a TTFT / TPOT SLA: agg vs disagg, layouts, workers, batch.
 
         Exit 1 when no mode finds a config meeting the SLA (each mode's reason printed)."""
-        from perfledger.console import EXIT_FAILURE, EXIT_USAGE, emit_json, fail
+        from perfledger.console import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, progress
         from perfledger.estimator.errors import EstimatorError
         from perfledger.estimator.plan.question import Question, QuestionError, resolve_version
         from perfledger.estimator.plan.search import as_json as plan_json
@@ -128,8 +128,9 @@ def register(app: typer.Typer) -> None:
         except QuestionError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=as_json)
         try:
-            est = Estimator(open_source(data, warehouse))
-            answer = plan(est, resolve_version(est.source, q), MODES[mode], top_n)
+            with progress(len(MODES[mode]), f"planning {' + '.join(MODES[mode])}", quiet=as_json) as bar:
+                est = Estimator(open_source(data, warehouse))
+                answer = plan(est, resolve_version(est.source, q), MODES[mode], top_n, progress=bar.update)
             payload = plan_json(answer)
             if out is not None and answer.best is not None:
                 from perfledger.estimator.models.config import resolve_model
