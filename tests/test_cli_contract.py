@@ -50,17 +50,21 @@ FAILING = {
     "ledger decide": (["kimi-k4", "--date", "2026-01-01", "--text", "x"], 1),
     "ledger events": (["kimi-k4"], 1),
     "ledger report": (["kimi-k4", "--out", "{tmp}/k.md"], 1),
+    "maintain": ([], 2),
     "matrix build": (["kimi-k4"], 1),
     "matrix compare": (["nope-a", "nope-b"], 2),
     "matrix count": (["--model", "kimi-k3"], 1),
     "matrix explain": (["kimi-k4", "head"], 1),
     "matrix import": (["{tmp}/no-such-matrix", "--label", "x"], 1),
     "matrix labels": (["--label", "x"], 2),
+    "plan": (["--model", "Qwen/Qwen3-32B", "--total-gpus", "8", "--system", "h200_sxm", "--backend", "vllm", "--isl", "8",
+              "--osl", "2", "--ttft", "2000", "--tpot", "30", "--data", "aic-package", "--mode", "both"], 2),
     "run": (["--runner", "spark"], 2),
     "serve": (["--file", "{tmp}/no-such-prefect.yaml"], 2),  # not a bare call: under a Prefect harness it would serve
     "slices": (["nope", "--system", "h200_sxm"], 2),
     "tables": ([], 1),
     "validate": (["{tmp}/no-such-source"], 2),
+    "versions": (["gemm_perf"], 1),
 }
 
 
