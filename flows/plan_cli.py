@@ -16,8 +16,9 @@ Opt = typer.Option
 MODES = {"agg": ("agg",), "disagg": ("disagg",), "all": ("agg", "disagg")}
 
 
-def _table(answer) -> None:
-    """The human answer: one rich table per mode (its top configs), the best, warnings on stderr."""
+def _table(answer, warnings: list[str]) -> None:
+    """The human answer: one rich table per mode (its top configs), the best, the search's and the generator's
+    warnings on stderr."""
     from rich.console import Console
     from rich.table import Table
 
@@ -37,7 +38,7 @@ def _table(answer) -> None:
     if best is not None:
         out.print(f"best: {best['mode']} {_layout(best['mode'], best)} × {best['replicas']}: "
                   f"{best['tokens_per_s_per_gpu_cluster']:.1f} tokens/s/GPU, {best['tokens_per_s_per_user']:.1f} tokens/s/user")
-    for w in answer.warnings:
+    for w in warnings:
         err.print(f"warning: {w}", markup=False, highlight=False)
 
 
@@ -54,8 +55,9 @@ def _layout(mode: str, r: dict) -> str:
     return one(r)
 
 
-def _write(out: Path, answer, payload: dict, is_moe: bool) -> list[str]:
-    """plan.json, the Pareto plot and every top config rendered by the generator; returns the generator's warnings."""
+def _write(out: Path, answer, payload: dict, is_moe: bool) -> None:
+    """Every top config rendered by the generator (its warnings added to `payload`), the Pareto plot, then
+    plan.json: the same object `--json` prints."""
     import json
 
     from perfledger.generator.api import render_document
@@ -66,7 +68,6 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> list[str]:
 
     q = answer.question
     check_output_folder(out)
-    write_file(out, "plan.json", json.dumps(payload, indent=1) + "\n")
     model = payload["question"]["model"]
     title = f"{model} on {q.total_gpus} × {q.system} ({q.backend} {q.version}), isl {q.isl} osl {q.osl}"
     svg, png = pareto_plot({m: a.pareto for m, a in answer.modes.items()}, answer.best, title)
@@ -80,7 +81,8 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> list[str]:
             folder = make_folders(out, Path(mode) / f"top{k}")
             write_output(folder, rendered.files)
             warnings += [f"{mode} top{k}: {w}" for w in rendered.warnings]
-    return warnings
+    payload["warnings"] += warnings
+    write_file(out, "plan.json", json.dumps(payload, indent=1) + "\n")
 
 
 def register(app: typer.Typer) -> None:
@@ -137,7 +139,7 @@ def register(app: typer.Typer) -> None:
                 from perfledger.estimator.models.plans.registry import load_model
 
                 is_moe = bool(getattr(load_model(resolve_model(model)).dims, "experts", 0))
-                payload["warnings"] += _write(out, answer, payload, is_moe)
+                _write(out, answer, payload, is_moe)
         except (EstimatorError, GeneratorError, UnsafeOutputError, ValueError, OSError) as exc:
             fail(str(exc), as_json=as_json)
         if answer.best is None:
@@ -149,4 +151,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json(payload)
         else:
-            _table(answer)
+            _table(answer, payload["warnings"])
