@@ -21,6 +21,7 @@ travel -- never with a recomputation.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,6 +88,22 @@ def load_scenarios(path: Path) -> dict[str, list[dict]]:
                 if op.get("op") not in VALUE_COLUMN:
                     raise ScenarioError(f"{where}.ops[{j}].op: {op.get('op')!r} is not one of {sorted(VALUE_COLUMN)}")
     return {str(m): list(s or []) for m, s in raw.items()}
+
+
+def check_scenarios(path: Path, hf_id_of: Callable[[str], str]) -> dict[str, list[dict]]:
+    """`load_scenarios` plus what pricing would find later: every model named (`hf_id_of`: scenario model -> HF
+    id, a ValueError for an unknown one) and every operator scenario's shapes and counts resolved against its
+    model's config, so a bad file fails before a run starts."""
+    scenarios = load_scenarios(path)
+    for model, items in scenarios.items():
+        try:
+            names = model_names(hf_id_of(model))
+        except ValueError as exc:
+            raise ScenarioError(f"{path}: {model}: {exc}") from None
+        for i, sc in enumerate(items):
+            if sc.get("kind") != "static":
+                resolve_ops(sc, {**names, **parallelism(sc["deploy"])}, f"{path}: {model}[{i}] ({sc['name']})")
+    return scenarios
 
 
 def _check_deploy(deploy: object, where: str) -> None:

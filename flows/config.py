@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from perfledger.estimator.scenarios import DEFAULT_SCENARIOS
+from perfledger.estimator.scenarios import DEFAULT_SCENARIOS, ScenarioError, check_scenarios
 from perfledger.safe_io import InputFileError, load_yaml
 from perfledger.settings import Location, ObjectLocation, config_path, is_object_uri, location, reports_dir, warehouse_root
 
@@ -93,6 +93,19 @@ def _gate(raw: dict, path: Path) -> dict:
     return gate
 
 
+def _scenarios(raw: dict, path: Path) -> Path:
+    """The reference scenarios file, checked now (keys, phases, parallelism, operator shapes against each model's
+    config) so a bad one fails `perfledger run` before the first stage, naming the scenario file and key."""
+    from perfledger.ledger.specs import find_spec
+
+    scenarios = config_path(raw["scenarios"], path.parent) if raw.get("scenarios") else DEFAULT_SCENARIOS
+    try:
+        check_scenarios(scenarios, lambda model: find_spec(model).model)
+    except ScenarioError as exc:
+        raise ConfigError(f"{path}: scenarios: {exc}") from None
+    return scenarios
+
+
 def _warehouse(option: str | None, value: str | None, base: Path) -> Location:
     """The warehouse as `_location` finds a folder; an object-store URI (option or file) is taken as named."""
     named = option or value
@@ -141,7 +154,7 @@ def load_pipeline_config(path: Path | None = None, *, warehouse: str | None = No
         matrices=_matrices(raw, path),
         build_matrix=bool(raw.get("build_matrix", False)),
         deployments=[str(config_path(d, base)) for d in _list(raw, "deployments", path)],
-        scenarios=config_path(raw["scenarios"], base) if raw.get("scenarios") else DEFAULT_SCENARIOS,
+        scenarios=_scenarios(raw, path),
         gate=_gate(raw, path),
         stages=stages,
     )

@@ -103,12 +103,16 @@ def _ledgers(st: _Stages, root: str) -> list[dict]:
                   lambda: st.fan_out(ledger_task, [(root, model) for model in st.cfg.models]))
 
 
-def _deployments(st: _Stages, out: str) -> list[dict]:
+def _deployments(st: _Stages, root: str, out: str) -> list[dict]:
+    """Keyed on the backend versions the warehouse holds too: they pick a YAML's default release."""
+    from perfledger.generator.api import held_versions
+
     def present(result):
         return all((Path(out) / d["folder"] / f).is_file() for d in result for f in d["files"])
 
-    return st.run("generate", (), [[(d, file_digest(d)) for d in st.cfg.deployments]],
-                  lambda: st.fan_out(generate_task, [(d, out) for d in st.cfg.deployments]), present)
+    held = held_versions(root)
+    return st.run("generate", (), [[(d, file_digest(d)) for d in st.cfg.deployments], held],
+                  lambda: st.fan_out(generate_task, [(d, out, held) for d in st.cfg.deployments]), present)
 
 
 @flow(name="perfledger-run")
@@ -138,7 +142,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
     if st.wanted("estimate"):
         estimates = st.run("estimate", ("batches",), [file_digest(cfg.scenarios), cfg.models, cfg.gate],
                            lambda: st.call(estimate_task, root, str(cfg.scenarios), cfg.models, cfg.gate))
-    deployments = _deployments(st, out) if st.wanted("generate") else []
+    deployments = _deployments(st, root, out) if st.wanted("generate") else []
     entries = curated_inventory(st.wh)
     tables = table_totals(entries)
     run = {

@@ -16,8 +16,9 @@ Opt = typer.Option
 MODES = {"agg": ("agg",), "disagg": ("disagg",), "all": ("agg", "disagg")}
 
 
-def _table(answer) -> None:
-    """The human answer: one rich table per mode (its top configs), the best, warnings on stderr."""
+def _table(answer, warnings: list[str]) -> None:
+    """The human answer: one rich table per mode (its top configs), the best, the search's and the generator's
+    warnings on stderr."""
     from rich.console import Console
     from rich.table import Table
 
@@ -37,7 +38,7 @@ def _table(answer) -> None:
     if best is not None:
         out.print(f"best: {best['mode']} {_layout(best['mode'], best)} × {best['replicas']}: "
                   f"{best['tokens_per_s_per_gpu_cluster']:.1f} tokens/s/GPU, {best['tokens_per_s_per_user']:.1f} tokens/s/user")
-    for w in answer.warnings:
+    for w in warnings:
         err.print(f"warning: {w}", markup=False, highlight=False)
 
 
@@ -54,9 +55,9 @@ def _layout(mode: str, r: dict) -> str:
     return one(r)
 
 
-def _write(out: Path, answer, payload: dict, is_moe: bool) -> list[str]:
-    """The Pareto plot, every top config rendered by the generator, then plan.json: `payload` with the generator's
-    warnings added (also returned), so the file says what the printed answer says."""
+def _write(out: Path, answer, payload: dict, is_moe: bool) -> None:
+    """Every top config rendered by the generator (its warnings added to `payload`), the Pareto plot, then
+    plan.json: the same object `--json` prints."""
     import json
 
     from perfledger.generator.api import render_document
@@ -80,8 +81,8 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> list[str]:
             folder = make_folders(out, Path(mode) / f"top{k}")
             write_output(folder, rendered.files)
             warnings += [f"{mode} top{k}: {w}" for w in rendered.warnings]
-    write_file(out, "plan.json", json.dumps({**payload, "warnings": payload["warnings"] + warnings}, indent=1) + "\n")
-    return warnings
+    payload["warnings"] += warnings
+    write_file(out, "plan.json", json.dumps(payload, indent=1) + "\n")
 
 
 def register(app: typer.Typer) -> None:
@@ -108,7 +109,7 @@ def register(app: typer.Typer) -> None:
         """The best way to serve a model on N GPUs under a TTFT / TPOT SLA: agg vs disagg, layouts, workers, batch.
 
         Exit 1 when no mode finds a config meeting the SLA (each mode's reason printed)."""
-        from perfledger.console import EXIT_FAILURE, EXIT_USAGE, emit_json, fail
+        from perfledger.console import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, progress
         from perfledger.estimator.errors import EstimatorError
         from perfledger.estimator.plan.question import Question, QuestionError, resolve_version
         from perfledger.estimator.plan.search import as_json as plan_json
@@ -129,15 +130,16 @@ def register(app: typer.Typer) -> None:
         except QuestionError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=as_json)
         try:
-            est = Estimator(open_source(data, warehouse))
-            answer = plan(est, resolve_version(est.source, q), MODES[mode], top_n)
+            with progress(len(MODES[mode]), f"planning {' + '.join(MODES[mode])}", quiet=as_json) as bar:
+                est = Estimator(open_source(data, warehouse))
+                answer = plan(est, resolve_version(est.source, q), MODES[mode], top_n, progress=bar.update)
             payload = plan_json(answer)
             if out is not None and answer.best is not None:
                 from perfledger.estimator.models.config import resolve_model
                 from perfledger.estimator.models.plans.registry import load_model
 
                 is_moe = bool(getattr(load_model(resolve_model(model)).dims, "experts", 0))
-                payload["warnings"] += _write(out, answer, payload, is_moe)
+                _write(out, answer, payload, is_moe)
         except (EstimatorError, GeneratorError, UnsafeOutputError, ValueError, OSError) as exc:
             fail(str(exc), as_json=as_json)
         if answer.best is None:
@@ -149,4 +151,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json(payload)
         else:
-            _table(answer)
+            _table(answer, payload["warnings"])

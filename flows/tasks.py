@@ -93,13 +93,15 @@ def estimate_task(root: str, scenarios: str, models: list[str], gate: dict) -> d
 
 
 @task(name="generate", **IO_RETRIES)
-def generate_task(deployment: str, out: str) -> dict:
-    """Render one deployment YAML's artifacts into <out>/deployments/<stem>/."""
+def generate_task(deployment: str, out: str, held: dict[str, list[str]]) -> dict:
+    """Render one deployment YAML's artifacts into <out>/deployments/<stem>/; a YAML naming no version gets
+    the newest release whose backend version the warehouse holds (`held`: backend -> versions, from
+    generator.api.held_versions), as `perfledger generate --warehouse` does."""
     from perfledger.generator.api import generate
 
     stem = Path(deployment).stem
     folder = Path(out) / "deployments" / stem
-    result = generate(Path(deployment), [], folder)
+    result = generate(Path(deployment), [], folder, held_versions=held)
     return {"name": stem, "folder": f"deployments/{stem}", "mode": result.mode, "warnings": result.warnings,
             "files": sorted(str(p.relative_to(folder)) for p in result.files)}
 

@@ -72,3 +72,21 @@ def generate(input_path: Path, overrides: list[str], out_dir: Path, backend: str
     rendered = render_document(build_document(raw, overrides, backend, version, target, held_versions), str(input_path))
     files, cleanup = write_output(Path(out_dir), rendered.files, allow_symlinked_out=allow_symlinked_out)
     return GenerationResult(files, rendered.mode, [*rendered.warnings, *cleanup])
+
+
+def held_versions(root: str | None) -> dict[str, list[str]]:
+    """backend -> versions the warehouse's ingested batches hold ({} without a warehouse: the code's defaults)."""
+    from perfledger.warehouse.paths import resolve_root
+    from perfledger.warehouse.store import Warehouse
+
+    path = resolve_root(root)
+    if isinstance(path, Path) and not path.is_dir():  # an object-store warehouse is asked for its table below
+        return {}
+    wh = Warehouse(path)
+    if not wh.has_table("batches"):
+        return {}
+    batches = wh.read_table("batches")
+    held: dict[str, set[str]] = {}
+    for backend, version in batches.select("backend", "version").unique().iter_rows():
+        held.setdefault(backend, set()).add(version)
+    return {b: sorted(v) for b, v in held.items()}

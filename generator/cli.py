@@ -36,7 +36,7 @@ def generate_command(
             return
         if input_yaml is None or out is None:
             fail("generate needs INPUT.yaml and --out DIR (or --explain KEY)", code=EXIT_USAGE, as_json=as_json)
-        from perfledger.generator.api import generate
+        from perfledger.generator.api import generate, held_versions
 
         result = generate(input_yaml, set_, out, backend=backend, version=version, target=target,
                           allow_symlinked_out=allow_symlinked_out, held_versions=held_versions(warehouse))
@@ -51,24 +51,6 @@ def generate_command(
     for warning in result.warnings:
         typer.echo(warning, err=True)
     typer.echo(f"{result.mode}: wrote {len(result.files)} files to {out}")
-
-
-def held_versions(root: str | None) -> dict[str, list[str]]:
-    """backend -> versions the warehouse's ingested batches hold ({} without a warehouse: the code's defaults)."""
-    from perfledger.warehouse.paths import resolve_root
-    from perfledger.warehouse.store import Warehouse
-
-    path = resolve_root(root)
-    if not path.is_dir():
-        return {}
-    wh = Warehouse(path)
-    if not wh.has_table("batches"):
-        return {}
-    batches = wh.read_table("batches")
-    held: dict[str, set[str]] = {}
-    for backend, version in batches.select("backend", "version").unique().iter_rows():
-        held.setdefault(backend, set()).add(version)
-    return {b: sorted(v) for b, v in held.items()}
 
 
 def register(app: typer.Typer) -> None:

@@ -78,11 +78,11 @@ def print_table(columns: list[str], rows: list[list[Any]], *, title: str | None 
     Console(file=stream, width=None if stream.isatty() else 100_000, highlight=False).print(table)
 
 
-def progress(total: int | None, what: str):
+def progress(total: int | None, what: str, *, quiet: bool = False):
     """A rich progress bar on stderr while long work runs on an interactive terminal; silent (the same
-    `advance(n)` / `update(done, total)` calls do nothing) when stderr is piped or redirected. A context manager;
-    `total=None` is a pulsing bar for work of unknown length."""
-    return _Progress(total, what, enabled=sys.stderr.isatty())
+    `advance(n)` / `update(done, total)` calls do nothing) when stderr is piped or redirected, or `quiet` (--json).
+    A context manager; `total=None` is a pulsing bar for work of unknown length."""
+    return _Progress(total, what, enabled=not quiet and sys.stderr.isatty())
 
 
 class _Progress:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from perfledger.reports.page import Page, Section, Table
+from perfledger.reports.page import Page, Section, Table, fmt
 from perfledger.warehouse.normalise import key_columns
 
 SLICE = ["system", "backend", "version"]
@@ -119,17 +119,19 @@ def diff_page(diffs: list[dict], threshold: float = 0.05) -> Page:
                  [[s, n, "removed"] for s, n in d["removed_slices"].items()]
         moves = d["moves"].head(MOVE_LIMIT)
         cols = [k for k in d["keys"] if k in moves.columns]
+        note = f"first {fmt(MOVE_LIMIT)} of {fmt(d['moves'].height)}" if d["moves"].height > MOVE_LIMIT else ""
         sections.append(Section(
             f"{d['table']}: {d['from']} → {d['to']}",
-            text=[f"{d['added']} added, {d['removed']} removed, {d['changed']} changed; "
-                  f"{d['moves'].height} rows moved more than {threshold:.0%} in {d['primary']}."],
+            text=[f"{fmt(d['added'])} added, {fmt(d['removed'])} removed, {fmt(d['changed'])} changed; "
+                  f"{fmt(d['moves'].height)} rows moved more than {threshold:.0%} in {d['primary']}."],
             tabs=[(f"{d['table']} slices", Table(["slice", "rows", "kind"], slices)),
                   (f"{d['table']} moves", Table([*cols, d["primary"], f"{d['primary']} new", "move"],
                                   [[*(r[c] for c in cols), r[d["primary"]], r[f"{d['primary']}_new"], f"{r['move']:.1%}"]
                                    for r in moves.iter_rows(named=True)], filterable=True,
-                                  note=f"first {MOVE_LIMIT} of {d['moves'].height}" if d["moves"].height > MOVE_LIMIT else ""))]
+                                  note=note))]
             if slices or moves.height else []))
     return Page("diff", "Warehouse diff", sections,
                 summary=f"{len(diffs)} tables changed by the latest ingest; "
-                        f"{sum(d['added'] for d in diffs)} rows added, {sum(d['removed'] for d in diffs)} removed, "
-                        f"{sum(d['changed'] for d in diffs)} changed")
+                        f"{fmt(sum(d['added'] for d in diffs))} rows added, "
+                        f"{fmt(sum(d['removed'] for d in diffs))} removed, "
+                        f"{fmt(sum(d['changed'] for d in diffs))} changed")

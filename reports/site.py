@@ -85,8 +85,8 @@ def _grid_coverage(wh) -> list[dict]:
 
 def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tuple[str, str]],
                history: list[Section] | None = None) -> Page:
-    """Run summary (stages with timings and skips, ingest counts), links to every report, plots, then the
-    history across warehouse versions."""
+    """Run summary (stages with timings and skips, ingest counts), links to every report, plots, the
+    history across warehouse versions, then the deployments and the generator's warnings on them."""
     ingest = run.get("ingest") or {}
     stages = Table(["stage", "status", "seconds"], [[s["stage"], s["status"], s["seconds"]] for s in run.get("stages", [])],
                    row_classes=[f"stage-{s['status']}" for s in run.get("stages", [])])
@@ -109,6 +109,12 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
     ]
     if deployments:
         sections.append(Section("Deployment artifacts", links=deployments))
+    warned = [[d["name"], w] for d in run.get("deployments", []) for w in d.get("warnings", [])]
+    if warned:
+        sections.append(Section("Generator warnings", text=[
+            "What `perfledger generate` warned while rendering each deployment (a rule overriding a value the input "
+            "set, a version without exact flag data, an image tag that does not match)."],
+            table=Table(["deployment", "warning"], warned)))
     return Page("index", "perfledger", sections, summary="Published by `perfledger run`.")
 
 

@@ -38,11 +38,10 @@ def test_progress_is_silent_when_stderr_is_not_a_terminal(capfd):
     assert capfd.readouterr().err == ""
 
 
-def test_progress_draws_on_a_terminal():
+def stderr_on_a_terminal(argv: list[str]) -> tuple[int, bytes]:
+    """Run `argv` with stderr on a pseudo-terminal (stdout discarded); its exit status and what it drew there."""
     main, child = pty.openpty()
-    script = ("import time\nfrom perfledger.console import progress\nwith progress(4, 'pricing cells') as bar:\n"
-              "    for i in range(4):\n        bar.update(i + 1, 4); time.sleep(0.15)\n")
-    proc = subprocess.run([sys.executable, "-c", script], stderr=child, stdout=subprocess.DEVNULL, timeout=60,
+    proc = subprocess.run(argv, stderr=child, stdout=subprocess.DEVNULL, timeout=300,
                           env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
     os.close(child)
     drawn = b""
@@ -55,4 +54,17 @@ def test_progress_draws_on_a_terminal():
             break
         drawn += chunk
     os.close(main)
-    assert proc.returncode == 0 and b"pricing cells" in drawn and b"/4" in drawn
+    return proc.returncode, drawn
+
+
+def test_progress_draws_on_a_terminal():
+    script = ("import time\nfrom perfledger.console import progress\nwith progress(4, 'pricing cells') as bar:\n"
+              "    for i in range(4):\n        bar.update(i + 1, 4); time.sleep(0.15)\n")
+    code, drawn = stderr_on_a_terminal([sys.executable, "-c", script])
+    assert code == 0 and b"pricing cells" in drawn and b"/4" in drawn
+
+
+def test_progress_is_silent_when_quiet_even_on_a_terminal():
+    script = ("from perfledger.console import progress\nwith progress(4, 'pricing cells', quiet=True) as bar:\n"
+              "    bar.update(4, 4)\n")
+    assert stderr_on_a_terminal([sys.executable, "-c", script]) == (0, b"")

@@ -133,12 +133,18 @@ def answer_agg(est, q: Question, top_n: int) -> ModeAnswer:
 SEARCHES: dict[str, Callable[..., ModeAnswer]] = {"agg": answer_agg, "disagg": answer_disagg}
 
 
-def plan(est, q: Question, modes: tuple[str, ...] = ("agg", "disagg"), top_n: int = 5) -> PlanAnswer:
-    """Answer the question in each of `modes` (in order: the first wins a tie for best)."""
+def plan(est, q: Question, modes: tuple[str, ...] = ("agg", "disagg"), top_n: int = 5,
+         progress: Callable[[int, int], None] | None = None) -> PlanAnswer:
+    """Answer the question in each of `modes` (in order: the first wins a tie for best); `progress(done, total)`
+    is called with the modes searched so far."""
     answers, warnings = {}, []
-    for mode in modes:
+    for done, mode in enumerate(modes):
+        if progress is not None:
+            progress(done, len(modes))
         answers[mode] = SEARCHES[mode](est, q, top_n)
         warnings += answers[mode].warnings
+    if progress is not None:
+        progress(len(modes), len(modes))
     best = None
     for mode, a in answers.items():
         if a.top and (best is None or a.top[0][pareto.CLUSTER] > best[pareto.CLUSTER]):

@@ -62,7 +62,7 @@ def test_full_pipeline_skips_unchanged_work_and_gates_regressions(tmp_path: Path
     rows = [r for r in state["estimate"]["result"]["gate"]["rows"] if r["system"] == "h200_sxm" and r["ms"] is not None]
     assert rows and all(r["verdict"] == "fail" and r["delta_pct"] == pytest.approx(20.0, abs=0.5) for r in rows)
     diff = (out / "diff.md").read_text()
-    assert "gemm_perf: before " in diff and "107225 changed" in diff and "107225 rows moved more than 5%" in diff
+    assert "gemm_perf: before " in diff and "107,225 changed" in diff and "107,225 rows moved more than 5%" in diff
     assert Warehouse(tmp_path / "wh").table_version("gemm_perf", curated=True) == 1
 
 
@@ -80,6 +80,34 @@ def test_config_errors_name_the_file_and_key(tmp_path: Path) -> None:
     bad.write_text("sources: [aic-package]\ngate: {warn_pct: 20, fail_pct: 10}\n")
     with pytest.raises(ConfigError, match="warn_pct <= fail_pct"):
         load_pipeline_config(bad)
+
+
+@pytest.mark.parametrize(("scenario", "message"), [
+    ("kimi-k3:\n  - {name: p, phase: warmup, tokens: 8, ops: [], deploy: {tp: 8}}\n",
+     "kimi-k3[0].phase: 'warmup' is not one of"),
+    ("kimi-k3:\n  - {name: p, phase: prefill, tokens: 8, deploy: {tp: 8}, ops: [{op: gemm, n: hiden, k: hidden}]}\n",
+     r"kimi-k3[0] (p).ops[0].n: unknown name 'hiden'"),
+    ("kimi-k3:\n  - {name: p, phase: prefill, tokens: 8, deploy: {tp: 8}, ops: [{op: gemm, n: 8, k: 8, count: 200}]}\n",
+     "kimi-k3[0] (p).ops[0].count: 200 exceeds the model's 93 layers"),
+    ("kimi-k33:\n  - {name: s, kind: static, batch: 1, isl: 8, osl: 8, deploy: {tp: 8}}\n", "kimi-k33: "),
+])
+def test_a_bad_scenario_file_fails_the_config_before_anything_runs(tmp_path: Path, scenario: str, message: str) -> None:
+    import re
+
+    from typer.testing import CliRunner
+
+    from perfledger.cli import app
+
+    (tmp_path / "scenarios.yaml").write_text(scenario)
+    config = tmp_path / "p.yaml"
+    config.write_text(f"sources: [aic-package]\nwarehouse: '{tmp_path / 'wh'}'\nout: '{tmp_path / 'out'}'\n"
+                      "scenarios: scenarios.yaml\n")
+    where = f"{config}: scenarios: {tmp_path / 'scenarios.yaml'}: "
+    with pytest.raises(ConfigError, match=re.escape(where + message)):
+        load_pipeline_config(config)
+    result = CliRunner().invoke(app, ["run", "--config", str(config)])
+    assert result.exit_code == 2 and where + message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "wh").exists() and not (tmp_path / "out").exists()  # nothing ran
 
 
 def test_embedded_default_needs_only_the_install() -> None:

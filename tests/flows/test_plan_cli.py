@@ -89,3 +89,17 @@ def test_usage_errors_exit_2(extra):
     res = _plan(*QWEN, "--tpot", "30", *extra, "--json")
     assert res.exit_code == 2, res.output
     assert "error" in json.loads(res.stdout)
+
+
+def test_a_terminal_sees_the_search_progress_and_json_stays_silent():
+    import sys
+    from pathlib import Path
+
+    from tests.test_console import stderr_on_a_terminal
+
+    perfledger = [str(Path(sys.executable).with_name("perfledger")), "plan", *QWEN, "--tpot", "30", "--mode", "agg",
+                  "--top-n", "1"]
+    code, drawn = stderr_on_a_terminal(perfledger)
+    assert code == 0 and b"planning agg" in drawn and b"1/1" in drawn
+    code, drawn = stderr_on_a_terminal([*perfledger, "--json"])
+    assert code == 0 and b"planning" not in drawn

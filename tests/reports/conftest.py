@@ -14,6 +14,7 @@ def published_site(tmp_path_factory, shared_tree: Path) -> dict:
     """Ingest kda + an h200 GEMM slice, derive, import a matrix, estimate, generate, publish (no Prefect)."""
     from perfledger.estimator.scenarios import DEFAULT_SCENARIOS
     from perfledger.flows.tasks import estimate_task, generate_task, ledger_task, matrix_task, publish_task
+    from perfledger.generator.api import held_versions
     from perfledger.ledger.hooks import on_ingest
     from perfledger.settings import package_file
     from perfledger.warehouse.ingest import ingest
@@ -28,7 +29,8 @@ def published_site(tmp_path_factory, shared_tree: Path) -> dict:
                                          "label": "head"}], ["kimi-k3"])
     gate = {"warn_pct": 5.0, "fail_pct": 10.0}
     estimates = estimate_task.fn(str(root), str(DEFAULT_SCENARIOS), ["kimi-k3"], gate)
-    deployments = [generate_task.fn(str(package_file("perfledger.generator", "examples", "vllm_agg.yaml")), str(out))]
+    deployments = [generate_task.fn(str(package_file("perfledger.generator", "examples", "vllm_agg.yaml")), str(out),
+                                       held_versions(str(root)))]
     run = {"finished_at": "2026-01-01T00:00:00+00:00", "seconds": 1.0, "warehouse": str(root), "sources": sources,
            "ingest": report, "tables": [], "inventory_tables": 0, "inventory_slices": 0, "inventory_rows": 0,
            "ledgers": ledgers, "deployments": deployments, "stages": [{"stage": "ingest", "status": "ran", "seconds": 1.0}]}

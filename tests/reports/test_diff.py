@@ -45,8 +45,11 @@ def test_real_table_versions(tmp_path: Path, shared_tree: Path) -> None:
     appended = table_diff(wh, "gemm_perf", 1, 2)
     assert appended["added"] == 65268 and appended["changed"] == 0
     assert appended["added_slices"] == {"h200_sxm/vllm/0.22.0": 65268}
-    md = diff_page([appended]).sections[0].table.rows
-    assert md == [["gemm_perf", 1, 2, 65268, 0, 0, 0]]
+    page = diff_page([appended])
+    assert page.sections[0].table.rows == [["gemm_perf", 1, 2, 65268, 0, 0, 0]]
+    # Counts in prose use the site's one number format, as the tables do.
+    assert page.sections[1].text == ["65,268 added, 0 removed, 0 changed; 0 rows moved more than 5% in latency."]
+    assert page.summary == "1 tables changed by the latest ingest; 65,268 rows added, 0 removed, 0 changed"
 
 
 def test_diff_cli_between_versions(tmp_path: Path, shared_tree: Path) -> None:

@@ -84,7 +84,9 @@ def pages():
                       "failed_batches": [{"source": "/landing/x", "error": "empty file"}]},
            "stages": [{"stage": "ingest", "status": "ran", "seconds": 1.5},
                       {"stage": "ledger", "status": "skipped", "seconds": 0.0}],
-           "deployments": [{"name": "vllm_agg", "folder": "deployments/vllm_agg", "mode": "agg", "files": ["run_0.sh"]}]}
+           "deployments": [{"name": "vllm_agg", "folder": "deployments/vllm_agg", "mode": "agg", "files": ["run_0.sh"],
+                            "warnings": ["Workers.agg.max_batch_size: the input sets 256, rule production/vllm.rule:7 "
+                                         "makes it 512; set preserve_engine_limits: true to keep 256"]}]}
     ledgers = [{"slug": "ledger-kimi-k3", "title": "Ledger: moonshotai/Kimi-K3", "summary": "40 cells"}]
     history = [Section("History: rows per lane", text=["Ledger rows per lane."],
                        table=Table(["version", "committed", "kda"], [[1, "2026-01-02 00:00:00", 1203],

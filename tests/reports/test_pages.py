@@ -102,6 +102,19 @@ def test_index_shows_the_heatmap_and_history(page, published_site: dict) -> None
     assert lanes and lanes[0]["kda"] == fmt(done)
 
 
+def test_index_shows_the_generator_warnings_of_a_deployment_priced_on_the_warehouse(page, published_site: dict) -> None:
+    import yaml
+
+    open_page(page, published_site, "index")
+    rows = table_rows(page, "Generator warnings")
+    # vllm_agg.yaml sets max_batch_size 256; a production rule makes it 512: the warning names both values.
+    assert any(r["deployment"] == "vllm_agg" and r["warning"].startswith("Workers.agg.max_batch_size: the input sets 256")
+               and "makes it 512" in r["warning"] for r in rows)
+    # The YAML names no version: the warehouse holds vllm 0.24.0 (not the default release's 0.20.1), so it is used.
+    resolved = yaml.safe_load((published_site["out"] / "deployments" / "vllm_agg" / "generator_config.yaml").read_text())
+    assert (resolved["version"], resolved["generator_dynamo_version"]) == ("0.24.0", "1.3.0")
+
+
 def test_ledger_page_says_where_every_date_came_from(page, published_site: dict) -> None:
     open_page(page, published_site, "ledger-kimi-k3")
     rows = table_rows(page, "Data inventory")
