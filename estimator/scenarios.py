@@ -114,21 +114,22 @@ def _check_deploy(deploy: object, where: str) -> None:
         value = deploy.get(knob, 1)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ScenarioError(f"{where}.{knob}: {value!r} is not a positive integer")
+    width = deploy.get("moe_tp", 1) * deploy.get("moe_ep", 1)
+    if width > 1 and width != deploy["tp"]:  # the static estimate refuses it, as 0.12.0 does (no attention-dp knob here)
+        raise ScenarioError(f"{where}: MoE width moe_tp x moe_ep = {width} must equal tp {deploy['tp']}")
 
 
 def parallelism(deploy: dict) -> dict[str, int]:
-    """tp / moe_tp / moe_ep of a scenario's deploy (1 where not named) and the GPUs of one replica."""
+    """tp / moe_tp / moe_ep of a scenario's deploy (1 where not named) and the GPUs of one replica (tp: the MoE
+    group spans the same GPUs)."""
     knobs = {k: int(deploy.get(k, 1)) for k in PARALLELISM}
-    return {**knobs, "gpus": max(knobs["tp"], knobs["moe_tp"] * knobs["moe_ep"])}
+    return {**knobs, "gpus": knobs["tp"]}
 
 
 def parallelism_label(knobs: dict[str, int]) -> str:
-    """`tp8 · ep16 (attention dp2)`: moe_tp shown when it is not 1, the attention data-parallel degree when the
-    MoE spans more GPUs than the attention's tensor parallelism."""
+    """`tp16 · ep16`: moe_tp shown when it is not 1, ep when it is not 1."""
     parts = [f"tp{knobs['tp']}"] + ([f"moe_tp{knobs['moe_tp']}"] if knobs["moe_tp"] != 1 else [])
-    label = " · ".join(parts + ([f"ep{knobs['moe_ep']}"] if knobs["moe_ep"] != 1 else []))
-    moe = knobs["moe_tp"] * knobs["moe_ep"]
-    return label + (f" (attention dp{moe // knobs['tp']})" if moe > knobs["tp"] else "")
+    return " · ".join(parts + ([f"ep{knobs['moe_ep']}"] if knobs["moe_ep"] != 1 else []))
 
 
 def shape(scenario: dict) -> dict[str, int]:

@@ -41,6 +41,8 @@ def test_the_default_scenarios_load() -> None:
     ("kimi-k3:\n  - {name: a, kind: static, batch: 1, isl: 1, osl: 2}\n", r"kimi-k3\[0\]: missing key\(s\) \['deploy'\]"),
     ("kimi-k3:\n  - {name: a, kind: static, batch: 1, isl: 1, osl: 2, deploy: {moe_ep: 8}}\n",
      r"kimi-k3\[0\].deploy: name the parallelism"),
+    ("kimi-k3:\n  - {name: a, kind: static, batch: 1, isl: 1, osl: 2, deploy: {tp: 8, moe_ep: 16}}\n",
+     r"kimi-k3\[0\].deploy: MoE width moe_tp x moe_ep = 16 must equal tp 8"),
     ("kimi-k3:\n  - {name: a, kind: static, batch: 1, isl: 1, osl: 2, deploy: {tp: 0}}\n",
      r"kimi-k3\[0\].deploy.tp: 0 is not a positive integer"),
 ])
@@ -92,7 +94,7 @@ def test_estimates_are_stored_and_gated_against_the_stored_version(tmp_path: Pat
     wh = Warehouse(tmp_path / "wh")
     ingest([str(shared_tree / "h200_sxm" / "gemm" / "vllm" / "0.24.0")], wh)
     scenarios = tmp_path / "s.yaml"
-    scenarios.write_text("kimi-k3:\n  - {name: decode, phase: decode, tokens: 64, deploy: {tp: 8, moe_ep: 16}, "
+    scenarios.write_text("kimi-k3:\n  - {name: decode, phase: decode, tokens: 64, deploy: {tp: 16, moe_ep: 16}, "
                          "ops: [{op: gemm, quant: bfloat16, n: hidden, k: 'heads * v_head_dim / tp', count: layers}]}\n")
     thresholds = {"warn_pct": 5.0, "fail_pct": 10.0}
     lanes = find_spec("kimi-k3")
@@ -122,10 +124,11 @@ def test_estimates_are_stored_and_gated_against_the_stored_version(tmp_path: Pat
 def test_operator_shapes_come_from_the_model_config_and_are_checked_against_it() -> None:
     from perfledger.estimator.scenarios import model_names, parallelism, parallelism_label, resolve_ops
 
-    k3 = {**model_names("moonshotai/Kimi-K3"), **parallelism({"tp": 8, "moe_ep": 16})}
+    k3 = {**model_names("moonshotai/Kimi-K3"), **parallelism({"tp": 16, "moe_ep": 16})}
     sc = {"ops": [{"op": "gemm", "n": "hidden", "k": "heads * v_head_dim / tp", "count": "layers"}]}
-    assert resolve_ops(sc, k3, "k3") == [{"op": "gemm", "n": 7168, "k": 1536, "count": 93}]  # K3: 93 layers, hidden 7168
-    assert parallelism_label(parallelism({"tp": 8, "moe_ep": 16})) == "tp8 · ep16 (attention dp2)"
+    assert resolve_ops(sc, k3, "k3") == [{"op": "gemm", "n": 7168, "k": 768, "count": 93}]  # K3: 93 layers, hidden 7168
+    assert parallelism_label(parallelism({"tp": 16, "moe_ep": 16})) == "tp16 · ep16"
+    assert parallelism({"tp": 16, "moe_ep": 16})["gpus"] == 16
     with pytest.raises(ScenarioError, match=r"k3.ops\[0\].count: 200 exceeds the model's 93 layers"):
         resolve_ops({"ops": [{"op": "gemm", "n": 1, "k": 1, "count": 200}]}, k3, "k3")
     with pytest.raises(ScenarioError, match=r"k3.ops\[0\].k: 'heads / 5' = 19.2 is not a positive whole number"):
@@ -138,11 +141,11 @@ def test_every_row_says_whether_its_deployment_fits() -> None:
     from perfledger.estimator.scenarios import memory_fit
 
     sc = {"kind": "static", "batch": 1, "isl": 1024, "osl": 128}
-    wide = memory_fit("moonshotai/Kimi-K3", ("h200_sxm", "vllm", "0.24.0"), {**sc, "deploy": {"tp": 8, "moe_ep": 16}})
+    wide = memory_fit("moonshotai/Kimi-K3", ("h200_sxm", "vllm", "0.24.0"), {**sc, "deploy": {"tp": 16, "moe_ep": 16}})
     assert wide["fit"] == "fits" and wide["memory_gib"] < wide["capacity_gib"] == 141.0
     one_node = memory_fit("moonshotai/Kimi-K3", ("h200_sxm", "vllm", "0.24.0"), {**sc, "deploy": {"tp": 8, "moe_ep": 8}})
     assert one_node["fit"] == "does not fit" and one_node["memory_gib"] > 141.0
-    l40s = memory_fit("moonshotai/Kimi-K3", ("l40s", "vllm", "0.24.0"), {**sc, "deploy": {"tp": 8, "moe_ep": 16}})
+    l40s = memory_fit("moonshotai/Kimi-K3", ("l40s", "vllm", "0.24.0"), {**sc, "deploy": {"tp": 16, "moe_ep": 16}})
     assert l40s["fit"] == "does not fit"  # the matrix's HW_INCOMPATIBLE: 48 GB cards cannot hold K3
 
 
