@@ -4,12 +4,11 @@ Preparing a batch (type, normalise) is pure and independent per batch, so it run
 What a worker needs travels with its task: each batch's files are read here, in the flow process, and
 their bytes shipped with the bundle, so a worker opens no path of this machine and needs no warehouse
 location or storage options (it never touches the warehouse). Window validation and committing stay
-in the flow process under the warehouse's run lock,
-in discovery order, through the same finalise_window + CommitBuffer as a local ingest, so the
-warehouse ends up with the same contents. Batches travel in bundles of a few MiB of source, and
-submission is windowed: at most IN_FLIGHT bundles are submitted and not yet taken, and each prepared
-batch is streamed to the committer as soon as it is its turn, so memory is bounded by the window, not
-by the number of batches.
+in the flow process under the warehouse's run lock, in discovery order, through the same
+finalise_window + CommitBuffer as a local ingest, so the warehouse ends up with the same contents.
+Batches travel in bundles of a few MiB of source, and submission is windowed: at most IN_FLIGHT
+bundles are read, submitted and not yet taken, and each prepared batch is streamed to the committer
+as soon as it is its turn, so memory is bounded by the window, not by the number of batches.
 """
 
 from __future__ import annotations
