@@ -120,10 +120,21 @@ def _check_node_budget(root: yaml.Node, path: Path) -> None:
             stack.extend((part, depth + 1) for pair in node.value for part in pair)
 
 
-def load_yaml(path: Path, *, loader_class: type[yaml.BaseLoader] = yaml.BaseLoader) -> object:
+def sidecar_text(path: Path, data: bytes | None = None) -> str:
+    """A sidecar's text within the size cap: read from `path`, or from `data` when its bytes were read
+    elsewhere already (a batch shipped to a worker); `path` names it in messages either way."""
+    if data is None:
+        data = read_bytes(path, MAX_SIDECAR_BYTES)
+    elif len(data) > MAX_SIDECAR_BYTES:
+        raise InputFileError(path, f"larger than {MAX_SIDECAR_BYTES:,} bytes; not read")
+    return decode_utf8(data, path)
+
+
+def load_yaml(path: Path, *, loader_class: type[yaml.BaseLoader] = yaml.BaseLoader, data: bytes | None = None) -> object:
     """A YAML file within the caps (None for an empty document): every scalar as its text, or typed as
-    YAML 1.1 reads it with `loader_class=yaml.SafeLoader` (or a subclass) for configs of numbers and flags."""
-    text = decode_utf8(read_bytes(path, MAX_SIDECAR_BYTES), path)
+    YAML 1.1 reads it with `loader_class=yaml.SafeLoader` (or a subclass) for configs of numbers and flags.
+    `data`: the file's bytes when already read (see sidecar_text)."""
+    text = sidecar_text(path, data)
     loader = None
     try:
         loader = loader_class(text)
@@ -146,9 +157,9 @@ def load_yaml(path: Path, *, loader_class: type[yaml.BaseLoader] = yaml.BaseLoad
             loader.dispose()
 
 
-def load_json(path: Path) -> object:
-    """A JSON file within the size and nesting caps."""
-    text = decode_utf8(read_bytes(path, MAX_SIDECAR_BYTES), path)
+def load_json(path: Path, data: bytes | None = None) -> object:
+    """A JSON file within the size and nesting caps (`data`: its bytes when already read, see sidecar_text)."""
+    text = sidecar_text(path, data)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -37,11 +37,12 @@ def _label_runs(raw: RawFile) -> list[list]:
     return [list(row) for row in changes.iter_rows()]
 
 
-def record_layout(path: Path, raw: RawFile) -> dict:
-    """The layout of one source file (Parquet: its Arrow schema and codec from the footer)."""
+def record_layout(path: Path, raw: RawFile, data: bytes | None = None) -> dict:
+    """The layout of one source file (Parquet: its Arrow schema and codec from the footer of `path`, or
+    of `data`, the file's bytes when already read)."""
     schema = codec = None
     if raw.kind == "parquet":
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(path if data is None else pa.BufferReader(data))
         schema = base64.b64encode(parquet.schema_arrow.serialize().to_pybytes()).decode()
         metadata = parquet.metadata
         if metadata.num_row_groups and metadata.num_columns:

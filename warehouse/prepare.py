@@ -2,16 +2,19 @@
 
 A batch either prepares completely or raises `BatchError` naming the file (and line) at fault, so
 a bad file never reaches the warehouse. Sidecars are parsed and their shapes checked here too, so
-every value the commit writes is known good before the first write.
+every value the commit writes is known good before the first write. Every byte a preparation parses
+comes from the batch's contents (`read_contents`: read where the files are), so the same preparation
+runs on a worker that cannot see the source folder (flows/partitioned.py ships the contents).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from perfledger.safe_io import InputFileError, load_json, load_yaml, quoted, read_bytes
+from perfledger.safe_io import MAX_SIDECAR_BYTES, InputFileError, load_json, load_yaml, quoted, read_bytes
 from perfledger.schemas.catalog import Catalog, CatalogError
 from perfledger.warehouse.discover import BatchSource, table_of
 from perfledger.warehouse.layout import record_layout
@@ -21,6 +24,18 @@ from perfledger.warehouse.readers import read_source_file
 
 class BatchError(ValueError):
     """The batch cannot be ingested; the message names the file and what is wrong."""
+
+
+Contents = Mapping[Path, bytes]  # every file of a batch (tables and sidecars) as bytes, by its path where it was read
+
+
+def read_contents(batch: BatchSource) -> dict[Path, bytes]:
+    """Every file of the batch as bytes (sidecars within the sidecar cap): all its preparation reads."""
+    try:
+        return {**{path: read_bytes(path) for path in batch.files},
+                **{path: read_bytes(path, MAX_SIDECAR_BYTES) for path in batch.sidecars}}
+    except InputFileError as exc:
+        raise BatchError(str(exc)) from None
 
 
 @dataclass
@@ -60,10 +75,10 @@ RUNTIME_FIELDS = ("framework", "version", "image", "image_digest")
 REUSE_FIELDS = ("table", "from_version", "reason", "approved_by")
 
 
-def _mapping(path: Path) -> dict:
+def _mapping(path: Path, data: bytes) -> dict:
     """A sidecar that must hold a mapping (an empty file is an empty one)."""
     try:
-        loaded = load_yaml(path)
+        loaded = load_yaml(path, data=data)
     except InputFileError as exc:
         raise BatchError(str(exc)) from None
     if loaded is None:
@@ -99,9 +114,9 @@ def _count(value: object, where: str) -> int | None:
     return int(text)
 
 
-def collection_meta(path: Path) -> dict:
+def collection_meta(path: Path, data: bytes) -> dict:
     """collection_meta.yaml checked and reduced to what the warehouse records (all text, rows as int)."""
-    raw = _mapping(path)
+    raw = _mapping(path, data)
     runtime, tables = ({} if _is_null(raw.get(k)) else raw[k] for k in ("runtime", "tables"))
     for name, value in (("runtime", runtime), ("tables", tables)):
         if not isinstance(value, dict):
@@ -120,8 +135,8 @@ def collection_meta(path: Path) -> dict:
             "tables": meta_tables}
 
 
-def _reuse_entries(path: Path) -> list[dict]:
-    raw = _mapping(path)
+def _reuse_entries(path: Path, data: bytes) -> list[dict]:
+    raw = _mapping(path, data)
     if "reuse" not in raw or not isinstance(raw["reuse"], list):
         raise BatchError(f"{path}: missing 'reuse:' list")
     entries = []
@@ -136,15 +151,15 @@ def _reuse_entries(path: Path) -> list[dict]:
     return entries
 
 
-def _json(path: Path) -> object:
+def _json(path: Path, data: bytes) -> object:
     try:
-        return load_json(path)
+        return load_json(path, data)
     except InputFileError as exc:
         raise BatchError(str(exc)) from None
 
 
-def _error_records(path: Path) -> list[dict]:
-    records = _json(path)
+def _error_records(path: Path, data: bytes) -> list[dict]:
+    records = _json(path, data)
     if not isinstance(records, list):
         raise BatchError(f"{path}: expected a list of failure records, found a {_shape(records)}")
     failures = []
@@ -161,29 +176,29 @@ def _error_records(path: Path) -> list[dict]:
     return failures
 
 
-def _checkpoint_failures(path: Path) -> list[dict]:
-    data = _json(path)
-    if not isinstance(data, dict):
-        raise BatchError(f"{path}: expected a collector checkpoint object, found a {_shape(data)}")
-    failed = data.get("failed") or []
+def _checkpoint_failures(path: Path, data: bytes) -> list[dict]:
+    checkpoint = _json(path, data)
+    if not isinstance(checkpoint, dict):
+        raise BatchError(f"{path}: expected a collector checkpoint object, found a {_shape(checkpoint)}")
+    failed = checkpoint.get("failed") or []
     if not isinstance(failed, list):
         raise BatchError(f"{path}: 'failed' must be a list of case ids, found {quoted(failed)}")
-    table = _text(data.get("table"), f"{path}: table")
-    op = _text(data.get("module") or data.get("op") or path.stem, f"{path}: module")
+    table = _text(checkpoint.get("table"), f"{path}: table")
+    op = _text(checkpoint.get("module") or checkpoint.get("op") or path.stem, f"{path}: module")
     return [{"table": table, "op": op, "task_id": _text(task_id, f"{path}: failed[{i}]"), "classification": None,
              "message": None, "source": path.name} for i, task_id in enumerate(failed)]
 
 
-def collection_failures(sidecars: list[Path]) -> list[dict]:
+def collection_failures(sidecars: list[Path], contents: Contents) -> list[dict]:
     """Every failed collector case: from errors_*.json records, else from resume checkpoints' `failed` ids.
 
     A failed case is data ("attempted and failed" differs from "never attempted"), so each is kept.
     """
     errors = [p for p in sidecars if p.name.startswith("errors_") and p.suffix == ".json"]
     if errors:
-        return [failure for path in errors for failure in _error_records(path)]
+        return [failure for path in errors for failure in _error_records(path, contents[path])]
     checkpoints = [p for p in sidecars if p.parent.parent.name == "collector_checkpoint"]
-    return [failure for path in checkpoints for failure in _checkpoint_failures(path)]
+    return [failure for path in checkpoints for failure in _checkpoint_failures(path, contents[path])]
 
 
 def _check_meta_rows(meta: dict, table: str, rows_in: int, source: BatchSource) -> None:
@@ -193,14 +208,16 @@ def _check_meta_rows(meta: dict, table: str, rows_in: int, source: BatchSource) 
                          f"but the file holds {rows_in} rows")
 
 
-def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
-    """Read and type every file of the batch; raise BatchError on the first unusable file."""
+def prepare_batch(batch: BatchSource, catalog: Catalog, contents: Contents | None = None) -> PreparedBatch:
+    """Type every file of the batch from its contents (read here when not given); raise BatchError on
+    the first unusable file."""
     started = datetime.now(UTC)
+    contents = read_contents(batch) if contents is None else contents
     meta_path = batch.folder / "collection_meta.yaml"
-    meta = collection_meta(meta_path) if meta_path in batch.sidecars else {}
+    meta = collection_meta(meta_path, contents[meta_path]) if meta_path in batch.sidecars else {}
     reuse_path = batch.folder / "reuse.yaml"
-    reuse = _reuse_entries(reuse_path) if batch.kind == "tree" and reuse_path in batch.sidecars else []
-    failures = collection_failures(batch.sidecars)
+    reuse = _reuse_entries(reuse_path, contents[reuse_path]) if batch.kind == "tree" and reuse_path in batch.sidecars else []
+    failures = collection_failures(batch.sidecars, contents)
     typed: dict[str, TypedFile] = {}
     layouts: dict[str, dict] = {}
     warnings: list[str] = []
@@ -210,8 +227,8 @@ def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
             spec = catalog.table(table)
             lineage = Lineage(batch.batch_id, batch.system, batch.family or spec.family, batch.backend,
                               batch.version, _display(file, batch), started)
-            raw = read_source_file(file)
-            layouts[table] = {**record_layout(file, raw), "source_file": lineage.source_file}
+            raw = read_source_file(file, contents[file])
+            layouts[table] = {**record_layout(file, raw, contents[file]), "source_file": lineage.source_file}
             typed[table] = type_file(raw, spec, catalog, lineage)
         except (InputFileError, CatalogError) as exc:
             raise BatchError(str(exc)) from None
@@ -222,7 +239,7 @@ def prepare_batch(batch: BatchSource, catalog: Catalog) -> PreparedBatch:
                             f"their values are kept as {quoted(kept)}")
         if typed[table].extra_columns:
             warnings.append(f"{file.name}: extra columns kept as text: {quoted(typed[table].extra_columns)}")
-    sidecars = {path.name: read_bytes(path) for path in batch.sidecars} if batch.kind == "tree" else {}
+    sidecars = {path.name: contents[path] for path in batch.sidecars} if batch.kind == "tree" else {}
     return PreparedBatch(batch, typed, meta, reuse, failures, started, warnings, layouts=layouts, sidecar_files=sidecars)
 
 

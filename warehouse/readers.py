@@ -8,6 +8,7 @@ stray carriage return, a field over the size limit) come back as row-level rejec
 from __future__ import annotations
 
 import csv
+import io
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,10 +43,12 @@ def cell_text(text: str) -> str:
     return text if len(text) <= CELL_TEXT_LIMIT else f"{text[:CELL_TEXT_LIMIT]}... ({len(text):,} chars)"
 
 
-def read_parquet(path: Path) -> RawFile:
-    check_regular_file(path)
+def read_parquet(path: Path, data: bytes | None = None) -> RawFile:
+    """A Parquet file as stored; `data`: its bytes when already read (the file is then not opened)."""
+    if data is None:
+        check_regular_file(path)
     try:
-        frame = pl.read_parquet(path)
+        frame = pl.read_parquet(path if data is None else io.BytesIO(data))
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise SourceFileError(path, f"corrupt or unreadable Parquet file ({str(exc).splitlines()[0]})") from None
     if frame.height == 0:
@@ -99,14 +102,15 @@ def _check_header(path: Path, fields: list[str], line: int) -> list[str]:
     return header
 
 
-def read_staging_csv(path: Path) -> RawFile:
+def read_staging_csv(path: Path, data: bytes | None = None) -> RawFile:
     """Parse a collector staging CSV, mapping columns by name.
 
     A UTF-8 byte-order mark is dropped; LF, CRLF and CR-only line ends are read alike. A repeated
     header with the same columns in any order (appended runs, column order drift) re-maps the rows
-    after it; a header with other or repeated columns fails the file, naming the line.
+    after it; a header with other or repeated columns fails the file, naming the line. `data`: the
+    file's bytes when already read (the file is then not opened).
     """
-    text = decode_utf8(read_bytes(path), path)
+    text = decode_utf8(read_bytes(path) if data is None else data, path)
     if not text.strip():
         raise SourceFileError(path, "empty file: no header and no rows")
     lines = _lines(text)
@@ -146,9 +150,10 @@ def read_staging_csv(path: Path) -> RawFile:
     return RawFile(frame, sorted(rejects, key=lambda r: r["line"]), "csv")
 
 
-def read_source_file(path: Path) -> RawFile:
+def read_source_file(path: Path, data: bytes | None = None) -> RawFile:
+    """One source file by its suffix; `data`: its bytes when read elsewhere (shipped to a worker)."""
     if path.suffix == ".parquet":
-        return read_parquet(path)
+        return read_parquet(path, data)
     if path.suffix == ".txt" or path.suffix == ".csv":
-        return read_staging_csv(path)
+        return read_staging_csv(path, data)
     raise SourceFileError(path, "unsupported file type (expected .parquet or staging .txt/.csv)")
