@@ -50,3 +50,30 @@ def sweep_deployment(model, kind, system, backend, version, tp, moe_tp, moe_ep, 
     """One deployment in the sweep's own shape (as its draws print)."""
     return {"model": model, "kind": kind, "system": system, "backend": backend, "version": version, "tp": tp,
             "moe_tp": moe_tp, "moe_ep": moe_ep, "batch": batch, "isl": isl, "osl": osl, "mode": mode}
+
+
+ENGINE_QUANT = {"gemm": "gemm_quant_mode", "moe": "moe_quant_mode", "kv": "kvcache_quant_mode", "fmha": "fmha_quant_mode"}
+
+
+def assert_static_matches_engine(est, oracle, model: str, system: str, backend: str, version: str, par: tuple,
+                                 shape: tuple, quants: dict[str, str]) -> None:
+    """Our static estimate against 0.12.0's compiled static engine at one deployment: the same op set per phase, every
+    op within 1e-6, TTFT and TPOT within 1e-9. `par`: (tp, moe_tp, moe_ep); `shape`: (batch, isl, osl); `quants`:
+    gemm / moe / kv [/ fmha] -> quant (the rest the engine's and our defaults)."""
+    from perfledger.estimator.static import Deploy, static
+
+    (tp, moe_tp, moe_ep), (batch, isl, osl) = par, shape
+    ours = static(est, model, Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
+                                     **{f"{q}_quant": v for q, v in quants.items()}), batch=batch, isl=isl, osl=osl)
+    engine = oracle.EngineHandle.compile(model, system, backend, backend_version=version, tp_size=tp, moe_tp_size=moe_tp,
+                                         moe_ep_size=moe_ep, **{ENGINE_QUANT[q]: v for q, v in quants.items()})
+    ref_shape = dict(batch_size=batch, isl=isl, osl=osl)
+    ttft, gen_ms, _ = engine.run_static(**ref_shape)
+    ctx_ops, gen_ops = engine.run_static_per_op(**ref_shape)[:2]
+    for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
+        ref = {name.removeprefix(f"{phase}_"): ms for name, ms, *_ in ref_ops if name != f"{phase}_p2p"}
+        assert set(ref) == set(ours[phase]), f"{phase}: op sets differ {set(ref) ^ set(ours[phase])}"
+        for name, ms in ref.items():
+            assert ours[phase][name] == pytest.approx(ms, rel=1e-6), f"{phase} {name}"
+    assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
+    assert ours["tpot_ms"] == pytest.approx(gen_ms / (osl - 1), rel=1e-9)

@@ -13,7 +13,7 @@ from perfledger.estimator.errors import NoDataError
 from perfledger.estimator.models.plans import deepseek
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.static import Deploy, static
-from tests.estimator.conftest import sweep_deployment
+from tests.estimator.conftest import assert_static_matches_engine, sweep_deployment
 from tests.estimator.dsa_oracle import compare_dsa_modules
 
 pytestmark = pytest.mark.aic
@@ -66,23 +66,8 @@ FLAGGED = [
 @pytest.mark.parametrize("model,system,backend,version,par,shape,quant", FLAGGED)
 def test_deepseek_flagged_quants_match_reference_per_op(wheel_est, oracle, model, system, backend, version, par, shape,
                                                         quant):
-    (tp, moe_tp, moe_ep), (batch, isl, osl) = par, shape
-    quants = dict(gemm_quant=quant, moe_quant=quant, kv_quant="bfloat16", fmha_quant="bfloat16")
-    ours = static(wheel_est, model, Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, **quants),
-                  batch=batch, isl=isl, osl=osl)
-    engine = oracle.EngineHandle.compile(model, system, backend, backend_version=version, tp_size=tp, moe_tp_size=moe_tp,
-                                         moe_ep_size=moe_ep, gemm_quant_mode=quant, moe_quant_mode=quant,
-                                         kvcache_quant_mode="bfloat16", fmha_quant_mode="bfloat16")
-    ref_shape = dict(batch_size=batch, isl=isl, osl=osl)
-    ttft, gen_ms, _ = engine.run_static(**ref_shape)
-    ctx_ops, gen_ops = engine.run_static_per_op(**ref_shape)[:2]
-    for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
-        ref = {name.removeprefix(f"{phase}_"): ms for name, ms, *_ in ref_ops if name != f"{phase}_p2p"}
-        assert set(ref) == set(ours[phase]), f"{phase}: op sets differ {set(ref) ^ set(ours[phase])}"
-        for name, ms in ref.items():
-            assert ours[phase][name] == pytest.approx(ms, rel=1e-6), f"{phase} {name}"
-    assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
-    assert ours["tpot_ms"] == pytest.approx(gen_ms / (osl - 1), rel=1e-9)
+    assert_static_matches_engine(wheel_est, oracle, model, system, backend, version, par, shape,
+                                 dict(gemm=quant, moe=quant, kv="bfloat16", fmha="bfloat16"))
 
 
 def test_glm5_sparse_prefill_beyond_the_collected_batch_range(wheel_est, sweep):

@@ -14,6 +14,7 @@ from perfledger.estimator.models.plans.glm5 import _module_quant
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.quant.checkpoint import attention_bf16 as _attention_bf16
 from perfledger.estimator.static import Deploy, static
+from tests.estimator.conftest import assert_static_matches_engine
 from tests.estimator.dsa_oracle import compare_dsa_modules
 
 RULES = {"full_indexer": "full", "attention_block": "self_attn", "shared_experts": "shared_expert",
@@ -35,21 +36,8 @@ CASES = [
 @pytest.mark.parametrize("model,system,backend,version,par,shape,quants", CASES)
 def test_glm5_static_matches_reference_per_op(wheel_est, oracle, model, system, backend, version, par, shape, quants):
     """Every op of both phases (DSA module, overlapped MoE decode, skip-indexer blend) within 1e-6; TTFT/TPOT too."""
-    (tp, moe_tp, moe_ep), (batch, isl, osl), (gemm, moe, kv) = par, shape, quants
-    ours = static(wheel_est, model, Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, gemm_quant=gemm,
-                                           moe_quant=moe, kv_quant=kv), batch=batch, isl=isl, osl=osl)
-    engine = oracle.EngineHandle.compile(model, system, backend, backend_version=version, tp_size=tp, moe_tp_size=moe_tp,
-                                         moe_ep_size=moe_ep, gemm_quant_mode=gemm, moe_quant_mode=moe, kvcache_quant_mode=kv)
-    ref_shape = dict(batch_size=batch, isl=isl, osl=osl)
-    ttft, gen_ms, _ = engine.run_static(**ref_shape)
-    ctx_ops, gen_ops = engine.run_static_per_op(**ref_shape)[:2]
-    for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
-        ref = {name.removeprefix(f"{phase}_"): ms for name, ms, *_ in ref_ops if name != f"{phase}_p2p"}
-        assert set(ref) == set(ours[phase]), f"{phase}: op sets differ {set(ref) ^ set(ours[phase])}"
-        for name, ms in ref.items():
-            assert ours[phase][name] == pytest.approx(ms, rel=1e-6), f"{phase} {name}"
-    assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
-    assert ours["tpot_ms"] == pytest.approx(gen_ms / (osl - 1), rel=1e-9)
+    gemm, moe, kv = quants
+    assert_static_matches_engine(wheel_est, oracle, model, system, backend, version, par, shape, dict(gemm=gemm, moe=moe, kv=kv))
 
 
 @pytest.mark.aic

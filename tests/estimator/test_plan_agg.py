@@ -21,7 +21,15 @@ QUESTIONS = [
     pytest.param(Question("Qwen/Qwen3-32B", "h200_sxm", "trtllm", 8, 4000, 500, 2000, 30), id="qwen3-32b-8xh200-trtllm"),
     pytest.param(Question("meta-llama/Meta-Llama-3.1-8B", "h200_sxm", "vllm", 4, 1000, 200, 500, 15),
                  id="llama3.1-8b-4xh200-vllm"),
+    # the knobs and the MoE backend: a cached prefix with MTP (nextn 1, 0.7 drafts accepted) on vLLM, and a MoE
+    # model on sglang (attention DP with its reduce-scatter / all-gather dispatch)
+    pytest.param(Question("Qwen/Qwen3-32B", "h200_sxm", "vllm", 8, 4000, 500, 2000, 30, prefix=1000, nextn=1,
+                          nextn_accepted=0.7), id="qwen3-32b-prefix1000-mtp1-vllm"),
+    pytest.param(Question("Qwen/Qwen3-30B-A3B", "h200_sxm", "sglang", 8, 4000, 500, 2000, 30),
+                 id="qwen3-30b-a3b-8xh200-sglang"),
 ]
+
+
 @pytest.mark.aic
 @pytest.mark.parametrize("q", QUESTIONS)
 def test_agg_search_matches_aiconfigurator_cli_default(wheel_est, q, tmp_path):
