@@ -92,21 +92,21 @@ def write(location: ObjectLocation, data: bytes) -> None:
 
 def create(location: ObjectLocation, data: bytes) -> bool:
     """Create the object only if it does not exist (a conditional put); False when it already does."""
-    try:
-        obstore.put(_store(location), location.key, data, mode="create")
-        return True
-    except (AlreadyExistsError, PreconditionError, FileExistsError):
-        return False
-    except BaseError as exc:
-        raise _fail(location, exc) from None
+    return _put_if(location, data, "create", (AlreadyExistsError, PreconditionError, FileExistsError))
 
 
 def replace(location: ObjectLocation, data: bytes, e_tag: str) -> bool:
     """Overwrite the object only while it still has `e_tag` (compare-and-swap); False when it changed."""
+    return _put_if(location, data, {"e_tag": e_tag},
+                   (PreconditionError, NotFoundError, AlreadyExistsError, FileNotFoundError, FileExistsError))
+
+
+def _put_if(location: ObjectLocation, data: bytes, mode, refused: tuple[type[Exception], ...]) -> bool:
+    """A conditional put: True when it was made, False when the store refused the condition (`refused`)."""
     try:
-        obstore.put(_store(location), location.key, data, mode={"e_tag": e_tag})
+        obstore.put(_store(location), location.key, data, mode=mode)
         return True
-    except (PreconditionError, NotFoundError, AlreadyExistsError, FileNotFoundError, FileExistsError):
+    except refused:
         return False
     except BaseError as exc:
         raise _fail(location, exc) from None
