@@ -8,9 +8,14 @@ rendered pages can be golden files.
 from __future__ import annotations
 
 import io
+import logging
 import math
 
 import numpy as np
+
+# Log-scale tick labels are mathtext, which asks for the Computer Modern / STIX families a minimal machine lacks and
+# falls back to DejaVu Sans, the font every plot here uses anyway; the fallback is right, its WARNING per family is noise.
+logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
 
 # Ledger cell statuses drawn on the heatmap: (edge colour, label). Done cells carry no mark.
 STATUS_MARKS = {"partial": ("#e67700", "partial"), "failed": ("#c92a2a", "failed"),
