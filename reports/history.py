@@ -39,57 +39,62 @@ def _pivot(records: list[dict], series: str, value: str, versions: list[tuple[in
                  [[v, when, *(cells.get((v, n)) for n in names)] for v, when in versions])
 
 
-def lane_rows(wh, hf_ids: list[str]) -> list[dict]:
-    if not wh.has_table("ledger_cells"):
+def _per_version(wh, table: str, records_of) -> list[dict]:
+    """`records_of(frame)`'s records at each of the table's newest versions, each tagged with its version.
+
+    `records_of` gets a reader `read(columns=None)` of the table at that version; [] without the table.
+    """
+    if not wh.has_table(table):
         return []
     out = []
-    for version, _ in _versions(wh, "ledger_cells"):
-        cells = wh.read_table("ledger_cells", as_of=version, columns=["model", "lane", "rows"])
-        cells = cells.filter(pl.col("model").is_in(hf_ids)) if hf_ids else cells
-        for lane, rows in cells.group_by("lane").agg(pl.col("rows").sum()).iter_rows():
-            out.append({"version": version, "lane": lane, "rows": int(rows)})
+    for version, _ in _versions(wh, table):
+        def read(columns=None, version=version):
+            return wh.read_table(table, as_of=version, columns=columns)
+        out += [{"version": version, **record} for record in records_of(read)]
     return out
+
+
+def _of_models(frame: pl.DataFrame, column: str, hf_ids: list[str]) -> pl.DataFrame:
+    return frame.filter(pl.col(column).is_in(hf_ids)) if hf_ids else frame
+
+
+def lane_rows(wh, hf_ids: list[str]) -> list[dict]:
+    def records(read):
+        cells = _of_models(read(["model", "lane", "rows"]), "model", hf_ids)
+        return [{"lane": lane, "rows": int(rows)}
+                for lane, rows in cells.group_by("lane").agg(pl.col("rows").sum()).iter_rows()]
+    return _per_version(wh, "ledger_cells", records)
 
 
 def matrix_counts(wh, hf_ids: list[str]) -> list[dict]:
-    if not wh.has_table("support_matrix"):
-        return []
-    out = []
-    for version, _ in _versions(wh, "support_matrix"):
-        frame = wh.read_table("support_matrix", as_of=version, columns=["HuggingFaceID", "label", "Status"])
-        frame = frame.filter(pl.col("HuggingFaceID").is_in(hf_ids)) if hf_ids else frame
-        for label, status, n in frame.group_by("label", "Status").len().iter_rows():
-            out.append({"version": version, "series": f"{label}: {status}", "rows": int(n)})
-    return out
+    def records(read):
+        frame = _of_models(read(["HuggingFaceID", "label", "Status"]), "HuggingFaceID", hf_ids)
+        return [{"series": f"{label}: {status}", "rows": int(n)}
+                for label, status, n in frame.group_by("label", "Status").len().iter_rows()]
+    return _per_version(wh, "support_matrix", records)
 
 
 def estimate_medians(wh) -> list[dict]:
-    if not wh.has_table("estimates"):
-        return []
-    out = []
-    for version, _ in _versions(wh, "estimates"):
-        frame = wh.read_table("estimates", as_of=version).filter(pl.col("kind") == "scenario")
+    def records(read):
+        frame = read().filter(pl.col("kind") == "scenario")
         if "parallelism" not in frame.columns:  # priced before scenarios named their parallelism and fit
             frame = frame.with_columns(parallelism=pl.lit(None, pl.String), fit=pl.lit(None, pl.String))
         frame = frame.filter(pl.col("fit").fill_null("unknown") != "does not fit")
         grouped = frame.group_by("model", "scenario", "parallelism", "metric").agg(
             priced=pl.col("ms").is_not_null().sum(), median=pl.col("ms").median())
-        for model, scenario, par, metric, priced, median in grouped.iter_rows():
-            name = f"{model} {scenario}" + (f" [{par}]" if par else "") + f" {metric}"
-            out.append({"version": version, "series": name, "value": f"{median:,.4g} ms ({priced})" if median else "—"})
-    return out
+        return [{"series": f"{model} {scenario}" + (f" [{par}]" if par else "") + f" {metric}",
+                 "value": f"{median:,.4g} ms ({priced})" if median else "—"}
+                for model, scenario, par, metric, priced, median in grouped.iter_rows()]
+    return _per_version(wh, "estimates", records)
 
 
 def ingest_totals(wh) -> list[dict]:
-    if not wh.has_table("batches"):
-        return []
-    out = []
-    for version, _ in _versions(wh, "batches"):
-        frame = wh.read_table("batches", as_of=version, columns=["batch_id", "rows_accepted", "rows_duplicate"])
-        out += [{"version": version, "series": "batches", "value": frame.height},
-                {"version": version, "series": "rows accepted", "value": int(frame["rows_accepted"].sum() or 0)},
-                {"version": version, "series": "repeated keys", "value": int(frame["rows_duplicate"].sum() or 0)}]
-    return out
+    def records(read):
+        frame = read(["batch_id", "rows_accepted", "rows_duplicate"])
+        return [{"series": "batches", "value": frame.height},
+                {"series": "rows accepted", "value": int(frame["rows_accepted"].sum() or 0)},
+                {"series": "repeated keys", "value": int(frame["rows_duplicate"].sum() or 0)}]
+    return _per_version(wh, "batches", records)
 
 
 def history_sections(wh, hf_ids: list[str]) -> list[Section]:
