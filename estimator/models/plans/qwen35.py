@@ -40,6 +40,7 @@ class Qwen35Dims:
     d_conv: int
     shared_inter: int
     state_dtype: str  # mamba_ssm_dtype (text_config first), float32 unless declared
+    state_bytes: int  # bytes per recurrent-state element (memory.yaml's GDN state per request)
     projection_quant: str | None
     dense_quant: str | None
     shared_quant: str | None
@@ -60,6 +61,7 @@ def dims(model: ModelConfig, family: dict) -> Qwen35Dims:
     return Qwen35Dims(kinds.count("linear_attention"), kinds.count("full_attention"), int(t["linear_num_key_heads"]),
                       int(t["linear_num_value_heads"]), int(t["linear_key_head_dim"]), int(t["linear_value_head_dim"]),
                       int(t["linear_conv_kernel_dim"]), int(t.get("shared_expert_intermediate_size") or 0), state,
+                      4 if state == "float32" else 2,
                       quants["projection"], quants["dense_ffn"], quants["shared_expert"])
 
 
