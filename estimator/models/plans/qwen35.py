@@ -161,8 +161,10 @@ def _ffn(m: PricedModel, d, prefix: str, count: int, context: bool, tokens: int,
            "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
            "tokens": tokens}
     routed = [(f"{prefix}_router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), count)] if dims.experts >= 128 else []
-    if d.backend in m.family["pre_dispatch"]:
-        routed.append((f"{prefix}_moe_pre_dispatch", "allreduce", dispatch, count))
+    pre = m.family["pre_dispatch"].get(d.backend)  # moe_group: the MoE width's allreduce; free: reported at 0 ms
+    if pre is not None:
+        routed.append((f"{prefix}_moe_pre_dispatch", "allreduce", dispatch if pre == "moe_group" else {**dispatch, "tp": 1},
+                       count))
     routed.append((f"{prefix}_moe", "moe", moe, count))
     shared = []
     if own.shared_inter:
