@@ -180,5 +180,6 @@ def _ffn(m: PricedModel, d, prefix: str, count: int, context: bool, tokens: int,
     else:
         out += routed + shared
     if own.shared_inter:
-        out.append((f"{prefix}_shared_merge", "mem", mem(3 * h if d.backend in m.family["fused_shared_gate"] else 2 * h, h), count))
+        merged = 3 * h if d.backend in m.family["fused_shared_gate"] else 2 * h  # the fused kernel reads hidden too
+        out.append((f"{prefix}_shared_merge", "mem", mem(merged, h), count))
     return out + [(f"{prefix}_moe_post_dispatch", "allreduce", dispatch, count)]
