@@ -127,3 +127,18 @@ def kda_sol(forms, batch, seq, v_heads, head_k, head_v, d_conv, chunk: int, bw: 
         nbytes = nbytes + b * s * 3 * n * hv * (2 * dc + 4)
     mem = nbytes / bw * 1000.0
     return mem, np.zeros_like(mem), mem
+
+
+def gdn_sol(forms, batch, seq, k_heads, v_heads, head_k, head_v, d_conv, chunk: int, state_bytes: float, bw: float):
+    """Gated DeltaNet kernels, memory only: `recurrent` = the hk×hv state (state_bytes each) read and written once
+    per v-head, 4 bytes per hk×hv per completed chunk, 4 bytes per q/k/v element per token; `conv` = the
+    2·nk·hk + nv·hv channels × (2·d_conv + 4) bytes per token."""
+    b, s, nk, nv, hk, hv, dc = (np.asarray(a, dtype=np.float64)
+                                for a in (batch, seq, k_heads, v_heads, head_k, head_v, d_conv))
+    nbytes = np.zeros(np.broadcast(b, s, nk, nv).shape)
+    if "recurrent" in forms:
+        nbytes = nbytes + b * (nv * hk * hv * (2 * state_bytes + 4 * (s // chunk)) + 4 * s * (nk * hk + nv * hv))
+    if "conv" in forms:
+        nbytes = nbytes + b * s * (2 * nk * hk + nv * hv) * (2 * dc + 4)
+    mem = nbytes / bw * 1000.0
+    return mem, np.zeros_like(mem), mem

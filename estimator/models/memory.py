@@ -96,7 +96,8 @@ def weight_bytes(arch: str, names: dict, quants: dict[str, str]) -> list[tuple[s
     out = []
     for term in entry["weights"]:
         role = term["quant"]
-        label = "bfloat16" if names.get(term.get("bf16_if", "")) else quants.get(role, role)
+        own = names.get(term.get("quant_from", ""))  # the term's own label where the plan's dims hold one
+        label = "bfloat16" if names.get(term.get("bf16_if", "")) else own or quants.get(role, role)
         per_element = quant_profile("moe" if role == "moe" else "gemm", label).memory
         out.append((term["name"], evaluate(term["elements"], names, f"{MEMORY_YAML.name} {arch}.{term['name']}") * per_element))
     return out

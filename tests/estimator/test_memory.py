@@ -121,6 +121,11 @@ PARITY = [
     ("nvidia/Kimi-K2.5-NVFP4", "b200_sxm", "vllm", "0.24.0", 4, 1, 4),
     ("deepseek-ai/DeepSeek-V3.2", "b200_sxm", "sglang", "0.5.14", 8, 1, 8),  # GLM-5's DSA terms
     ("nvidia/DeepSeek-V3.2-NVFP4", "gb200", "trtllm", "1.3.0rc20", 4, 4, 1),
+    ("Qwen/Qwen3.5-35B-A3B", "h200_sxm", "vllm", "0.24.0", 4, 1, 4),  # GDN state per request beside full-attn KV
+    ("Qwen/Qwen3.5-27B", "b200_sxm", "trtllm", "1.3.0rc20", 2, 1, 1),
+    ("Qwen/Qwen3.5-397B-A17B", "gb200", "trtllm", "1.3.0rc20", 8, 1, 8),
+    ("nvidia/Qwen3.5-397B-A17B-NVFP4", "b200_sxm", "vllm", "0.24.0", 4, 1, 4),
+    ("nvidia/Qwen3.6-27B-NVFP4", "b200_sxm", "trtllm", "1.3.0rc20", 2, 1, 1),
 ]
 
 

@@ -10,7 +10,7 @@ from perfledger.estimator.fit.nesting import nested_order
 from perfledger.estimator.fit.roofline import gemm_sol
 from perfledger.estimator.fit.transfer import pick_reference
 from perfledger.estimator.fit.util_grid import build_util_grid, query_util
-from perfledger.estimator.ops.base import OpModel, Queries
+from perfledger.estimator.ops.base import Answer, OpModel, Queries, tier_codes
 from perfledger.estimator.ops.gemm.sites import build_sites, silicon
 from perfledger.estimator.quant.fp8_static import OVERHEADS, overhead, overhead_empirical
 from perfledger.estimator.quant.profiles import quant_profile, util_level
@@ -21,9 +21,27 @@ NEST = ["gemm_dtype", "m", "n", "k"]
 class GemmModel(OpModel):
     name = "gemm"
     tables = ("gemm_perf", *(table for table, _ in OVERHEADS.values()))  # + fp8_static quantize overheads
-    group_keys = ("system", "backend", "version", "quant", "low_precision_input")
+    group_keys = ("system", "backend", "version", "quant", "low_precision_input", "below_grid_sol")
     value_columns = ("m", "n", "k")
-    defaults = {"low_precision_input": False}
+    # below_grid_sol: a SILICON miss at an n below the collected n-grid answers the roofline (tier sol), as 0.12.0's
+    # GEMM(below_grid_sol=True) does for Qwen3.5's narrow projections; HYBRID / EMPIRICAL are unchanged
+    defaults = {"low_precision_input": False, "below_grid_sol": False}
+
+    def evaluate(self, est, key, q, mode):
+        if mode != "silicon" or not bool(key["below_grid_sol"]):
+            return super().evaluate(est, key, q, mode)
+        sol = self.sol(est, key, q)
+        try:
+            lat, miss = self.silicon(est, key, q)
+        except NoDataError:
+            lat, miss = np.full(q.height, np.nan), np.ones(q.height, dtype=bool)
+        rows = self._rows(est, key, "fp8" if key["quant"] == "fp8_static" else key["quant"], shared=True)
+        below = miss & (q["n"] < (rows["n"].min() if rows.height else np.inf))
+        if (miss & ~below).any():
+            return super().evaluate(est, key, q, mode)  # raises the typed miss
+        source = tier_codes("silicon", q.height)
+        source[below] = tier_codes("sol", 1)[0]
+        return Answer(np.where(below, sol, lat), sol, source)
 
     def _roof(self, est, system: str, quant: str):
         spec = est.spec(system)
