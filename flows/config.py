@@ -107,7 +107,7 @@ def _scenarios(raw: dict, path: Path) -> Path:
     return scenarios
 
 
-def _hf_id(name: str) -> str:
+def plan_model(name: str) -> str:
     """A `plans:` model: a lane spec name (kimi-k3) or an HF id the estimator has a config for."""
     from perfledger.estimator.errors import EstimatorError
     from perfledger.estimator.models.config import resolve_model
@@ -129,7 +129,7 @@ def _plans(raw: dict, path: Path) -> list[dict]:
     from perfledger.estimator.plan.asked import PlanConfigError, expand
 
     try:
-        return [a.to_json() for a in expand(raw.get("plans"), _hf_id)]
+        return [a.to_json() for a in expand(raw.get("plans"), plan_model)]
     except PlanConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 

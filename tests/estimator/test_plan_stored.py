@@ -82,8 +82,10 @@ def test_the_change_note_says_what_moved_by_how_much_and_after_which_batch() -> 
     assert change_text(label, None, moved, []) == f"first plan of {label}: agg tp2 b32 × 4"
     assert "refused (agg: too tight)" in change_text(label, None, _best("a", None), [])
     assert change_text(label, _best("a", None), moved, ["B9"]).startswith(f"{label}: now answered: agg tp2 b32 × 4, 535.0")
-    assert change_text(label, before, _best("a", None), []) == f"{label}: no longer answered (was agg tp4 b64 × 2): agg: too tight"
-    assert change_text(label, _best("a", None), _best("a", None), ["B9"]).endswith("still refused (agg: too tight), after batch B9")
+    lost = f"{label}: no longer answered (was agg tp4 b64 × 2): agg: too tight"
+    assert change_text(label, before, _best("a", None), []) == lost
+    refused = _best("a", None)
+    assert change_text(label, refused, refused, ["B9"]).endswith("still refused (agg: too tight), after batch B9")
 
 
 def test_rows_of_a_refused_question_keep_every_reason() -> None:
