@@ -17,7 +17,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from perfledger.estimator.plan.stored import PLANS_TABLE
+from perfledger.estimator.plans import PLANS_TABLE
 from perfledger.estimator.scenarios import ESTIMATES_TABLE
 from perfledger.flows.config import PipelineConfig
 from perfledger.flows.ingest import ingest_task

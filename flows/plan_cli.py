@@ -13,7 +13,6 @@ from typing import Annotated
 import typer
 
 Opt = typer.Option
-MODES = {"agg": ("agg",), "disagg": ("disagg",), "all": ("agg", "disagg")}
 
 
 def _table(answer, warnings: list[str]) -> None:
@@ -96,6 +95,7 @@ def register(app: typer.Typer) -> None:
         Exit 1 when no mode finds a config meeting the SLA (each mode's reason printed)."""
         from perfledger.console import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, progress
         from perfledger.estimator.errors import EstimatorError
+        from perfledger.estimator.plan.asked import MODES
         from perfledger.estimator.plan.question import Question, QuestionError, resolve_version
         from perfledger.estimator.plan.search import as_json as plan_json
         from perfledger.estimator.plan.search import plan

@@ -105,7 +105,7 @@ def plan_task(root: str, out: str, plans: list[dict], gate: dict, held: dict[str
     from perfledger.estimator.models.config import resolve_model
     from perfledger.estimator.models.plans.registry import load_model
     from perfledger.estimator.plan.asked import Asked
-    from perfledger.estimator.plan.stored import refresh_plans
+    from perfledger.estimator.plans import refresh_plans
     from perfledger.generator.from_plan import render_row
     from perfledger.generator.outdir import MANIFEST, write_output
     from perfledger.safe_io import make_folders

@@ -1,7 +1,7 @@
 """Planning pages, one per model: each stored planning question's best deployment, what changed since the previous
 data version, the Pareto fronts, the top configs per mode, refusals, the search's warnings and the plans gate.
 
-Renders the warehouse's stored `plans` table (perfledger.estimator.plan.stored): its `best` rows carry the gate
+Renders the warehouse's stored `plans` table (perfledger.estimator.plans): its `best` rows carry the gate
 verdict and the change note written when the plan was stored (against the table's previous version), so nothing
 is searched or compared here; the history table reads earlier versions of `plans` (Delta time travel).
 """

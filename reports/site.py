@@ -150,7 +150,7 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
 def build_site(root: Path, out: Path, models: list[str], run: dict, *, allow_symlinked_out: bool = False) -> dict:
     """Write the whole site; returns {"index": path, "pages": [slugs]}. `out` may be a symlink to a folder
     in another tree only with `allow_symlinked_out`."""
-    from perfledger.estimator.plan.stored import PLANS_SCHEMA, PLANS_TABLE
+    from perfledger.estimator.plans import PLANS_SCHEMA, PLANS_TABLE
     from perfledger.estimator.scenarios import ESTIMATES_SCHEMA, ESTIMATES_TABLE
     from perfledger.ledger.source import read_or_empty
     from perfledger.ledger.specs import find_spec

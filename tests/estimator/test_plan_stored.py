@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from perfledger.estimator.plan.asked import Asked, PlanConfigError, expand
-from perfledger.estimator.plan.stored import CLUSTER, change_text, gate_plans, plan_rows
+from perfledger.estimator.plans import CLUSTER, change_text, gate_plans, plan_rows
 
 QWEN = {"model": "Qwen/Qwen3-32B", "systems": ["h200_sxm", "b200_sxm"], "total_gpus": [4, 8], "backend": "vllm",
         "isl": 4000, "osl": 500, "ttft": 2000, "tpot": 30}

@@ -202,7 +202,7 @@ def test_plan_page_shows_the_best_its_fronts_top_configs_and_the_rendered_deploy
     import yaml
 
     from perfledger.estimator.plan.search import layout_label
-    from perfledger.estimator.plan.stored import CLUSTER
+    from perfledger.estimator.plans import CLUSTER
 
     every = pages(published_site)
     check_layout(open_page(page, published_site, "plan-qwen--qwen3-32b"), "plan-qwen--qwen3-32b", every)
