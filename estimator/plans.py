@@ -57,7 +57,7 @@ def answer(est, asked: Asked) -> dict:
     from perfledger.estimator.plan.question import resolve_version
     from perfledger.estimator.plan.search import SEARCHES, ModeAnswer, as_json, combine
 
-    q = asked.question()
+    q = asked.question
     try:
         q = resolve_version(est.source, q)
     except EstimatorError as exc:
@@ -84,11 +84,11 @@ def _metrics(mode: str | None, row: dict | None) -> dict:
 
 def question_fields(asked: Asked, payload: dict) -> dict:
     """The question's columns of every row it stores (the version as resolved beside the version asked)."""
-    return {"question_id": asked.id, "model": asked.model, "hf_model": asked.hf_model, "system": asked.system,
-            "backend": asked.backend, "version_asked": asked.version, "version": payload["question"]["version"],
-            "total_gpus": asked.total_gpus, "isl": asked.isl, "osl": asked.osl, "ttft_target_ms": asked.ttft,
-            "tpot_target_ms": asked.tpot, "modes": ",".join(asked.modes), "top_n": asked.top_n,
-            "database_mode": asked.database_mode, "prefix": asked.prefix}
+    q = asked.question
+    return {"question_id": asked.id, "model": asked.model, "hf_model": asked.hf_model, "system": q.system,
+            "backend": q.backend, "version_asked": q.version, "version": payload["question"]["version"],
+            "total_gpus": q.total_gpus, "isl": q.isl, "osl": q.osl, "ttft_target_ms": q.ttft, "tpot_target_ms": q.tpot,
+            "modes": ",".join(asked.modes), "top_n": asked.top_n, "database_mode": q.database_mode, "prefix": q.prefix}
 
 
 def plan_rows(asked: Asked, payload: dict) -> list[dict]:

@@ -110,7 +110,7 @@ def plan_task(root: str, out: str, plans: list[dict], gate: dict, held: dict[str
     from perfledger.generator.outdir import MANIFEST, write_output
     from perfledger.safe_io import make_folders
 
-    report = refresh_plans(root, [Asked(**p) for p in plans], gate)
+    report = refresh_plans(root, [Asked.from_json(p) for p in plans], gate)
     for q in report["questions"]:
         q["folder"], best, asked = plan_folder(q["hf_model"], q["id"]), q["payload"]["best"], q["payload"]["question"]
         q["files"], q["render_warnings"] = [], []

@@ -27,28 +27,23 @@ class PlanConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Asked:
-    """One question as the pipeline asks it: `model` as configured (a lane spec name or an HF id), `hf_model` its HF
-    id, `version` None for the data's current version (estimator.plan.question.resolve_version)."""
+    """One question as the pipeline asks it: `model` as configured (a lane spec name or an HF id), the search's
+    `question` (its model the HF id, `version` None for the data's current version: question.resolve_version), the
+    modes searched and the configs kept per mode."""
 
     model: str
-    hf_model: str
-    system: str
-    backend: str
-    total_gpus: int
-    isl: int
-    osl: int
-    ttft: float
-    tpot: float
-    version: str | None = None
+    question: Question
     mode: str = "all"
     top_n: int = 5
-    database_mode: str = "silicon"
-    prefix: int = 0
+
+    @property
+    def hf_model(self) -> str:
+        return str(self.question.model)
 
     @property
     def id(self) -> str:
-        """Stable over runs and config order: a hash of every field but the configured name (the HF id counts)."""
-        fields = {k: v for k, v in asdict(self).items() if k != "model"}
+        """Stable over runs and config order: a hash of the question, modes and top-N (the HF id, not the spelling)."""
+        fields = {**asdict(self.question), "mode": self.mode, "top_n": self.top_n}
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:ID_CHARS]
 
     @property
@@ -58,14 +53,15 @@ class Asked:
     @property
     def label(self) -> str:
         """`Qwen/Qwen3-32B on 8 × h200_sxm (vllm current)`: how pages and change notes name the question."""
-        return f"{self.hf_model} on {self.total_gpus} × {self.system} ({self.backend} {self.version or 'current'})"
-
-    def question(self) -> Question:
-        return Question(self.hf_model, self.system, self.backend, self.total_gpus, self.isl, self.osl, self.ttft,
-                        self.tpot, version=self.version, prefix=self.prefix, database_mode=self.database_mode)
+        q = self.question
+        return f"{q.model} on {q.total_gpus} × {q.system} ({q.backend} {q.version or 'current'})"
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {"model": self.model, "question": asdict(self.question), "mode": self.mode, "top_n": self.top_n}
+
+    @classmethod
+    def from_json(cls, value: dict) -> Asked:
+        return cls(value["model"], Question(**value["question"]), value["mode"], value["top_n"])
 
 
 def _positive_ints(value: object, where: str) -> list[int]:
@@ -125,9 +121,10 @@ def expand(entries: object, hf_id_of: Callable[[str], str], where: str = "plans"
             raise PlanConfigError(f"{at}.prefix: {prefix!r} must be a whole number in [0, isl)")
         for system in systems:
             for gpus in _positive_ints(e["total_gpus"], f"{at}.total_gpus"):
-                asked = Asked(str(e["model"]), hf, system, str(e["backend"]), gpus, isl, osl, ttft, tpot,
-                              None if e["version"] is None else str(e["version"]), e["mode"], top_n,
-                              str(e["database_mode"]).lower(), prefix)
+                question = Question(hf, system, str(e["backend"]), gpus, isl, osl, ttft, tpot,
+                                    version=None if e["version"] is None else str(e["version"]), prefix=prefix,
+                                    database_mode=str(e["database_mode"]).lower())
+                asked = Asked(str(e["model"]), question, e["mode"], top_n)
                 if asked.id in out:
                     raise PlanConfigError(f"{at}: asks {asked.label} a second time")
                 out[asked.id] = asked

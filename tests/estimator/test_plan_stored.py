@@ -3,6 +3,9 @@ and the plans gate (the stage itself runs in tests/flows/test_pipeline.py, the p
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 
 from perfledger.estimator.plan.asked import Asked, PlanConfigError, expand
@@ -20,7 +23,8 @@ def _hf(name: str) -> str:
 
 def test_an_entry_expands_per_system_and_budget_with_ids_stable_over_order_and_name() -> None:
     asked = expand([QWEN], _hf)
-    assert [(a.system, a.total_gpus) for a in asked] == [("h200_sxm", 4), ("h200_sxm", 8), ("b200_sxm", 4), ("b200_sxm", 8)]
+    budgets = [(a.question.system, a.question.total_gpus) for a in asked]
+    assert budgets == [("h200_sxm", 4), ("h200_sxm", 8), ("b200_sxm", 4), ("b200_sxm", 8)]
     assert len({a.id for a in asked}) == 4
     reordered = expand([{**QWEN, "systems": ["b200_sxm", "h200_sxm"], "total_gpus": [8, 4]}], _hf)
     assert {a.id for a in reordered} == {a.id for a in asked}
@@ -29,9 +33,11 @@ def test_an_entry_expands_per_system_and_budget_with_ids_stable_over_order_and_n
     assert expand([{**k3, "model": "kimi-k3"}], _hf)[0].id == expand([{**k3, "model": "moonshotai/Kimi-K3"}], _hf)[0].id
     # every answer-changing field changes the id
     base = asked[1]
-    for change in ({"tpot": 31.0}, {"isl": 4001}, {"version": "0.24.0"}, {"mode": "agg"}, {"top_n": 3}, {"prefix": 10}):
-        assert Asked(**{**base.to_json(), **change}).id != base.id, change
-    assert Asked(**base.to_json()).question().total_gpus == 8 and base.modes == ("agg", "disagg")
+    for change in ({"tpot": 31.0}, {"isl": 4001}, {"version": "0.24.0"}, {"prefix": 10}, {"database_mode": "hybrid"}):
+        assert replace(base, question=replace(base.question, **change)).id != base.id, change
+    assert replace(base, mode="agg").id != base.id and replace(base, top_n=3).id != base.id
+    again = Asked.from_json(json.loads(json.dumps(base.to_json())))  # as the flow's parameters carry it
+    assert again == base and again.id == base.id and again.question.total_gpus == 8 and base.modes == ("agg", "disagg")
 
 
 @pytest.mark.parametrize(("entry", "message"), [

@@ -149,7 +149,8 @@ def test_embedded_default_needs_only_the_install() -> None:
     assert cfg.sources == ["aic-package"] and cfg.models == ["kimi-k3"]
     assert all(Path(d).is_file() for d in cfg.deployments) and cfg.scenarios.is_file()
     assert cfg.matrices == [{"path": "aic-package", "label": "aic-package"}]
-    assert {(p["hf_model"], p["total_gpus"]) for p in cfg.plans} == {("Qwen/Qwen3-32B", 8), ("moonshotai/Kimi-K3", 16)}
+    asked = {(p["question"]["model"], p["question"]["total_gpus"]) for p in cfg.plans}
+    assert asked == {("Qwen/Qwen3-32B", 8), ("moonshotai/Kimi-K3", 16)}
 
 
 def test_config_paths_resolve_against_the_file_folder(tmp_path: Path, monkeypatch) -> None:
