@@ -56,14 +56,12 @@ def _top_row(r: dict) -> list:
 
 
 def _best_table(best: dict, tops: list[dict]) -> Table:
-    """The winner first (with the gate's comparison), then each other mode's best (its top-1)."""
-    rows, classes = [], []
-    if best.get("mode"):
-        rows.append([best["mode"] + " (best)", best["layout"], best["replicas"], best["gpus"], best[CLUSTER],
-                     best["tokens_per_s_per_user"], best["ttft_ms"], best["tpot_ms"],
-                     f"{best['previous_mode']} {best['previous_layout']}" if best["previous_mode"] else "",
-                     best["previous_tokens_per_s_per_gpu"], _pct(best["delta_pct"]), best["verdict"]])
-        classes.append(f"verdict-{best['verdict']}")
+    """The winner first (or `none` when refused), with the gate's comparison, then each other mode's best (its top-1)."""
+    previous = f"{best['previous_mode']} {best['previous_layout']}" if best["previous_mode"] else ""
+    rows = [[f"{best['mode']} (best)" if best.get("mode") else "none", best["layout"] or "", best["replicas"], best["gpus"],
+             best[CLUSTER], best["tokens_per_s_per_user"], best["ttft_ms"], best["tpot_ms"], previous,
+             best["previous_tokens_per_s_per_gpu"], _pct(best["delta_pct"]), best["verdict"]]]
+    classes = [f"verdict-{best['verdict']}"]
     for r in tops:
         if r["rank"] == 1 and r["mode"] != best.get("mode"):
             rows.append([r["mode"], r["layout"], r["replicas"], r["gpus"], r[CLUSTER], r["tokens_per_s_per_user"],
@@ -89,7 +87,7 @@ def plan_page(hf_model: str, plans: pl.DataFrame, history: pl.DataFrame | None =
             text.append(f"Best: {head}, {best[CLUSTER]:,.1f} tokens/s per GPU of the whole budget, "
                         f"{best['tokens_per_s_per_user']:,.1f} tokens/s per user.")
         sections.append(Section(f"{label}: {head}", text=text, table=_best_table(best, tops),
-                                legend=GATE_LEGEND if best["verdict"] else [],
+                                legend=GATE_LEGEND,
                                 images=[(plot_path(best["question_id"]), f"Pareto fronts, {hf_model} on {label}")]
                                 if any(r["kind"] == "pareto" for r in mine) else []))
         if refusals:

@@ -247,8 +247,8 @@ def test_plan_page_names_each_refusal_and_the_estimate_page_shows_the_search_bes
     reasons = table_rows(page, "16 × h200_sxm (vllm): refusals")
     assert {r["mode"]: r["reason"] for r in reasons} == k3["payload"]["reasons"]
     assert set(k3["payload"]["reasons"]) == {"agg", "disagg"}
-    headings = page.eval_on_selector_all("h2", "els => els.map(e => e.textContent)")
-    assert "16 × h200_sxm (vllm): no deployment meets the question" in headings
+    best = table_rows(page, "16 × h200_sxm (vllm): no deployment meets the question")
+    assert [(r["mode"], r["verdict"], r["_class"]) for r in best] == [("none", "refused", "verdict-refused")]
     open_page(page, published_site, "estimates")
     rows = table_rows(page, "moonshotai/Kimi-K3: headline") + table_rows(page, "moonshotai/Kimi-K3: deployments that")
     beside = {(r["system"], r["backend"]): r["search's best (plans)"] for r in rows}
