@@ -19,9 +19,9 @@ from perfledger.safe_io import InputFileError, load_yaml
 from perfledger.settings import Location, ObjectLocation, config_path, is_object_uri, location, reports_dir, warehouse_root
 
 DEFAULT_CONFIG = Path(__file__).with_name("pipeline.yaml")
-STAGES = ("ingest", "validate", "ledger", "matrix", "estimate", "generate", "publish")
+STAGES = ("ingest", "validate", "ledger", "matrix", "estimate", "plan", "generate", "publish")
 KNOWN_KEYS = {"sources", "models", "warehouse", "out", "matrices", "build_matrix", "deployments", "scenarios", "gate",
-              "stages"}
+              "stages", "plans"}
 GATE_KEYS = {"warn_pct", "fail_pct"}
 
 
@@ -42,6 +42,7 @@ class PipelineConfig:
     scenarios: Path = field(default=DEFAULT_SCENARIOS)      # reference scenarios per model
     gate: dict = field(default_factory=lambda: {"warn_pct": 5.0, "fail_pct": 10.0})
     stages: list[str] = field(default_factory=lambda: list(STAGES))
+    plans: list[dict] = field(default_factory=list)         # planning questions (estimator.plan.asked.Asked fields)
     allow_symlinked_out: bool = False                       # `out` may be a symlink into another tree (--allow-symlinked-out)
 
     def to_params(self) -> dict:
@@ -106,6 +107,33 @@ def _scenarios(raw: dict, path: Path) -> Path:
     return scenarios
 
 
+def plan_model(name: str) -> str:
+    """A `plans:` model: a lane spec name (kimi-k3) or an HF id the estimator has a config for."""
+    from perfledger.estimator.errors import EstimatorError
+    from perfledger.estimator.models.config import resolve_model
+    from perfledger.ledger.specs import LaneSpecError, find_spec
+
+    try:
+        return find_spec(name).model
+    except LaneSpecError:
+        pass
+    try:
+        return resolve_model(name).name
+    except (EstimatorError, OSError) as exc:
+        raise ValueError(f"{name!r} is neither a lane spec nor a model the estimator knows ({exc})") from None
+
+
+def _plans(raw: dict, path: Path) -> list[dict]:
+    """The planning questions, checked now (keys, sizes, SLA, modes, known model) so a bad one fails `perfledger run`
+    before the first stage, naming the config file and the key."""
+    from perfledger.estimator.plan.asked import PlanConfigError, expand
+
+    try:
+        return [a.to_json() for a in expand(raw.get("plans"), plan_model)]
+    except PlanConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
 def _warehouse(option: str | None, value: str | None, base: Path) -> Location:
     """The warehouse as `_location` finds a folder; an object-store URI (option or file) is taken as named."""
     named = option or value
@@ -157,4 +185,5 @@ def load_pipeline_config(path: Path | None = None, *, warehouse: str | None = No
         scenarios=_scenarios(raw, path),
         gate=_gate(raw, path),
         stages=stages,
+        plans=_plans(raw, path),
     )

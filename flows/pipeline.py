@@ -1,4 +1,4 @@
-"""`perfledger run`: ingest → validate → ledger → matrix → estimate → generate → publish, one Prefect flow.
+"""`perfledger run`: ingest → validate → ledger → matrix → estimate → plan → generate → publish, one Prefect flow.
 
 Each stage is a task over plain functions (flows.tasks), run after the previous stage's task (real edges
 in Prefect's task graph). Derived stages are keyed by content (their inputs' file hashes, the warehouse
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
+from perfledger.estimator.plans import PLANS_TABLE
 from perfledger.estimator.scenarios import ESTIMATES_TABLE
 from perfledger.flows.config import PipelineConfig
 from perfledger.flows.ingest import ingest_task
@@ -27,6 +28,7 @@ from perfledger.flows.tasks import (
     ledger_task,
     matrix_dir,
     matrix_task,
+    plan_task,
     publish_task,
     skipped_task,
     validate_task,
@@ -36,8 +38,8 @@ from perfledger.warehouse.inventory import curated_inventory, table_totals
 from perfledger.warehouse.lock import WarehouseBusy, check_writable, run_lock
 from perfledger.warehouse.store import Warehouse
 
-PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix", ESTIMATES_TABLE)
-WAREHOUSE_WRITERS = ("ingest", "ledger", "matrix", "estimate")  # stages that write the warehouse
+PUBLISH_READS = ("batches", "ledger_events", "ledger_decisions", "support_matrix", ESTIMATES_TABLE, PLANS_TABLE)
+WAREHOUSE_WRITERS = ("ingest", "ledger", "matrix", "estimate", "plan")  # stages that write the warehouse
 
 
 class PipelineBusy(RuntimeError):
@@ -48,7 +50,7 @@ class _Stages:
     """Runs stages through the content-key cache and records status and timing of each.
 
     Every stage's task runs after the previous stage's (`wait_for`: real edges in Prefect's task graph,
-    ingest → validate → ledger → matrix → estimate → generate → publish); a stage whose key matched runs
+    ingest → validate → ledger → matrix → estimate → plan → generate → publish); a stage whose key matched runs
     as a Completed "skipped: inputs unchanged" task, so the graph shows it too.
     """
 
@@ -115,6 +117,25 @@ def _deployments(st: _Stages, root: str, out: str) -> list[dict]:
                   lambda: st.fan_out(generate_task, [(d, out, held) for d in st.cfg.deployments]), present)
 
 
+def _plans(st: _Stages, root: str, out: str) -> dict:
+    """Keyed on the questions, the gate and the backend versions held (they pick the rendered release); the stored
+    result stands while every rendered file is still there."""
+    from perfledger.generator.api import held_versions
+
+    def present(result):
+        return all((Path(out) / q["folder"] / f).is_file() for q in result["questions"] for f in q["files"])
+
+    held = held_versions(root)
+    return st.run("plan", ("batches",), [st.cfg.plans, st.cfg.gate, held],
+                  lambda: st.call(plan_task, root, out, st.cfg.plans, st.cfg.gate, held), present)
+
+
+def gate_status(*reports: dict | None) -> str | None:
+    """The run's gate over the estimates' and the plans' gates: fail if either fails, else the first one's status."""
+    statuses = [r["gate"]["status"] for r in reports if r]
+    return "fail" if "fail" in statuses else next(iter(statuses), None)
+
+
 @flow(name="perfledger-run")
 def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None = None) -> dict:
     cfg = PipelineConfig.from_params(params)
@@ -142,6 +163,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
     if st.wanted("estimate"):
         estimates = st.run("estimate", ("batches",), [file_digest(cfg.scenarios), cfg.models, cfg.gate],
                            lambda: st.call(estimate_task, root, str(cfg.scenarios), cfg.models, cfg.gate))
+    plans = _plans(st, root, out) if st.wanted("plan") and cfg.plans else None
     deployments = _deployments(st, root, out) if st.wanted("generate") else []
     entries = curated_inventory(st.wh)
     tables = table_totals(entries)
@@ -151,6 +173,7 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
         "inventory_tables": len(tables), "inventory_slices": len(entries),
         "inventory_rows": sum(t["rows"] for t in tables), "ledgers": ledgers, "deployments": deployments,
         "validation": validation, "stages": st.records,
+        "plans": [{k: q[k] for k in ("label", "folder", "files")} for q in (plans or {}).get("questions", [])],
     }
     site = {}
     if st.wanted("publish"):
@@ -159,7 +182,8 @@ def pipeline_flow(params: dict, partitioned: bool = False, backfill: dict | None
                       lambda result: Path(result["index"]).is_file())
     run["seconds"] = time.perf_counter() - started
     return {"summary": site.get("summary"), "site": site.get("index"), "ingest": report, "stages": st.records,
-            "seconds": round(run["seconds"], 3), "gate": (estimates or {}).get("gate", {}).get("status"),
+            "seconds": round(run["seconds"], 3), "gate": gate_status(estimates, plans),
+            "plan_gate": (plans or {}).get("gate", {}).get("status"),
             "ledgers": [{"model": ledger["model"], "by_status": ledger["by_status"]} for ledger in ledgers]}
 
 

@@ -13,7 +13,6 @@ from typing import Annotated
 import typer
 
 Opt = typer.Option
-MODES = {"agg": ("agg",), "disagg": ("disagg",), "all": ("agg", "disagg")}
 
 
 def _table(answer, warnings: list[str]) -> None:
@@ -21,6 +20,8 @@ def _table(answer, warnings: list[str]) -> None:
     warnings on stderr."""
     from rich.console import Console
     from rich.table import Table
+
+    from perfledger.estimator.plan.search import layout_label
 
     out, err = Console(width=None if sys.stdout.isatty() else 200), Console(stderr=True)
     for mode, a in answer.modes.items():
@@ -32,27 +33,14 @@ def _table(answer, warnings: list[str]) -> None:
         for i, r in enumerate(a.top, 1):
             table.add_row(str(i), f"{r['tokens_per_s_per_gpu_cluster']:.1f}", f"{r['tokens_per_s_per_user']:.1f}",
                           f"{r['ttft_ms']:.1f}", f"{r['tpot_ms']:.2f}", str(r["gpus"]), str(r["replicas"]),
-                          _layout(mode, r))
+                          layout_label(mode, r))
         out.print(table)
     best = answer.best
     if best is not None:
-        out.print(f"best: {best['mode']} {_layout(best['mode'], best)} × {best['replicas']}: "
+        out.print(f"best: {best['mode']} {layout_label(best['mode'], best)} × {best['replicas']}: "
                   f"{best['tokens_per_s_per_gpu_cluster']:.1f} tokens/s/GPU, {best['tokens_per_s_per_user']:.1f} tokens/s/user")
     for w in warnings:
         err.print(f"warning: {w}", markup=False, highlight=False)
-
-
-def _layout(mode: str, r: dict) -> str:
-    def one(s):
-        text = f"tp{s['tp']}" + (f" pp{s['pp']}" if s["pp"] > 1 else "") + (f" dp{s['dp']}" if s["dp"] > 1 else "")
-        if s["moe_tp"] > 1 or s["moe_ep"] > 1:
-            text += f" etp{s['moe_tp']} ep{s['moe_ep']}"
-        return f"{text} b{s['batch']}"
-
-    if mode == "disagg":
-        p, d = r["prefill"], r["decode"]
-        return f"{p['workers']}P({one(p)}) + {d['workers']}D({one(d)})"
-    return one(r)
 
 
 def _write(out: Path, answer, payload: dict, is_moe: bool) -> None:
@@ -60,9 +48,7 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> None:
     plan.json: the same object `--json` prints."""
     import json
 
-    from perfledger.generator.api import render_document
-    from perfledger.generator.from_plan import deployment
-    from perfledger.generator.outdir import write_output
+    from perfledger.generator.from_plan import render_row
     from perfledger.reports.plots import pareto_plot
     from perfledger.safe_io import check_output_folder, make_folders, write_file
 
@@ -76,11 +62,9 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> None:
     warnings = []
     for mode, a in answer.modes.items():
         for k, row in enumerate(a.top, 1):
-            doc = deployment(row, mode=mode, model=model, backend=q.backend, isl=q.isl, osl=q.osl, is_moe=is_moe)
-            rendered = render_document(doc, f"plan {mode} top{k}")
-            folder = make_folders(out, Path(mode) / f"top{k}")
-            write_output(folder, rendered.files)
-            warnings += [f"{mode} top{k}: {w}" for w in rendered.warnings]
+            _, said = render_row(make_folders(out, Path(mode) / f"top{k}"), row, mode=mode, model=model, backend=q.backend,
+                                 isl=q.isl, osl=q.osl, is_moe=is_moe, where=f"plan {mode} top{k}")
+            warnings += [f"{mode} top{k}: {w}" for w in said]
     payload["warnings"] += warnings
     write_file(out, "plan.json", json.dumps(payload, indent=1) + "\n")
 
@@ -111,6 +95,7 @@ def register(app: typer.Typer) -> None:
         Exit 1 when no mode finds a config meeting the SLA (each mode's reason printed)."""
         from perfledger.console import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, progress
         from perfledger.estimator.errors import EstimatorError
+        from perfledger.estimator.plan.asked import MODES
         from perfledger.estimator.plan.question import Question, QuestionError, resolve_version
         from perfledger.estimator.plan.search import as_json as plan_json
         from perfledger.estimator.plan.search import plan

@@ -92,6 +92,40 @@ def estimate_task(root: str, scenarios: str, models: list[str], gate: dict) -> d
     return refresh_estimates(root, Path(scenarios), scope, gate)
 
 
+def plan_folder(hf_model: str, question_id: str) -> str:
+    """Where a question's best deployment is rendered, relative to the output folder."""
+    return f"plans/{hf_model.replace('/', '--')}/{question_id}"
+
+
+@task(name="plan", **IO_RETRIES)
+def plan_task(root: str, out: str, plans: list[dict], gate: dict, held: dict[str, list[str]]) -> dict:
+    """Answer the configured planning questions, store them as the warehouse's `plans` table (gated against the
+    previous plans) and render each question's best deployment through the generator into <out>/plans/<model>/<id>/
+    (engine args, run scripts, manifests); a question refused now has its earlier artifacts removed."""
+    from perfledger.estimator.models.config import resolve_model
+    from perfledger.estimator.models.plans.registry import load_model
+    from perfledger.estimator.plan.asked import Asked
+    from perfledger.estimator.plans import refresh_plans
+    from perfledger.generator.from_plan import render_row
+    from perfledger.generator.outdir import MANIFEST, write_output
+    from perfledger.safe_io import make_folders
+
+    report = refresh_plans(root, [Asked.from_json(p) for p in plans], gate)
+    for q in report["questions"]:
+        q["folder"], best, asked = plan_folder(q["hf_model"], q["id"]), q["payload"]["best"], q["payload"]["question"]
+        q["files"], q["render_warnings"] = [], []
+        if best is None:
+            if (Path(out) / q["folder"] / MANIFEST).is_file():
+                write_output(Path(out) / q["folder"], {})  # the manifest names what the earlier best wrote
+            continue
+        is_moe = bool(getattr(load_model(resolve_model(q["hf_model"])).dims, "experts", 0))
+        q["files"], q["render_warnings"] = render_row(
+            make_folders(Path(out), Path(q["folder"])), best, mode=best["mode"], model=q["hf_model"],
+            backend=asked["backend"], isl=asked["isl"], osl=asked["osl"], is_moe=is_moe, where=f"plan {q['label']}",
+            held_versions=held)
+    return report
+
+
 @task(name="generate", **IO_RETRIES)
 def generate_task(deployment: str, out: str, held: dict[str, list[str]]) -> dict:
     """Render one deployment YAML's artifacts into <out>/deployments/<stem>/; a YAML naming no version gets

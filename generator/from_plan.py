@@ -41,3 +41,18 @@ def deployment(row: dict[str, Any], *, mode: str, model: str, backend: str, isl:
     else:
         raise ValueError(f"plan mode {mode!r}: agg or disagg")
     return doc
+
+
+def render_row(folder, row: dict[str, Any], *, mode: str, model: str, backend: str, isl: int, osl: int,
+               is_moe: bool = False, where: str = "plan", held_versions: dict[str, list[str]] | None = None
+               ) -> tuple[list[str], list[str]]:
+    """Render one plan row's artifacts (engine args, run scripts, manifests) into `folder`; (file names, warnings).
+    `held_versions` picks the release as for a hand-written YAML naming no version (api.build_document)."""
+    from perfledger.generator.api import build_document, render_document
+    from perfledger.generator.outdir import write_output
+
+    doc = build_document(deployment(row, mode=mode, model=model, backend=backend, isl=isl, osl=osl, is_moe=is_moe), [],
+                         held_versions=held_versions)
+    rendered = render_document(doc, where)
+    _, cleanup = write_output(folder, rendered.files)
+    return sorted(rendered.files), [*rendered.warnings, *cleanup]

@@ -16,7 +16,7 @@ GATE_COLUMNS = ["model", "scenario", "parallelism", "metric", "system", "backend
                 "delta_pct", "verdict"]
 VERDICTS = ("ok", "warn", "fail", "lost", "new", "miss")
 HEADLINE = ["scenario", "parallelism", "GPUs", "batch", "isl", "osl", "metric", "system", "backend", "version", "ms",
-            "source", "GiB per GPU", "GPU GiB", "fit", "matrix (ours, agg)", "miss"]
+            "source", "GiB per GPU", "GPU GiB", "fit", "matrix (ours, agg)", "search's best (plans)", "miss"]
 FIT_LEGEND = [("fit-yes", "fits in GPU memory"), ("fit-unknown", "memory not sized (no memory model)"),
               ("fit-no", "does not fit: not a deployable number")]
 FIT_CLASS = {"fits": "fit-yes", "does not fit": "fit-no"}
@@ -37,11 +37,12 @@ def short_miss(text: str | None) -> str:
     return text if len(text) <= MISS_CHARS else text[: MISS_CHARS - 1] + "…"
 
 
-def _headline_row(r: dict, matrix: dict) -> list:
+def _headline_row(r: dict, matrix: dict, planned: dict) -> list:
     status = matrix.get((r["hf_model"], r["system"], r["backend"], r["version"]), "")
     return [r["scenario"], r.get("parallelism") or "", r.get("gpus"), r.get("batch"), r.get("isl"), r.get("osl"),
             r["metric"], r["system"], r["backend"], r["version"], r["ms"], r["source"], r.get("memory_gib"),
-            r.get("capacity_gib"), _fit(r), status, short_miss(r["error"])]
+            r.get("capacity_gib"), _fit(r), status, planned.get((r["hf_model"], r["system"], r["backend"]), ""),
+            short_miss(r["error"])]
 
 
 def glance(rows: list[dict]) -> Table:
@@ -58,10 +59,13 @@ def glance(rows: list[dict]) -> Table:
                  [[*key, *(cells.get((*key, system), "") for system in systems)] for key in keys])
 
 
-def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]], matrix: dict | None = None) -> Page:
+def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]], matrix: dict | None = None,
+                  planned: dict | None = None) -> Page:
     """The page of one stored pricing (a non-empty `estimates` table); `matrix`: our built matrix's agg status
-    per (HF id, system, backend, version), shown beside each row (a HW_INCOMPATIBLE system says so)."""
-    matrix = matrix or {}
+    per (HF id, system, backend, version), shown beside each row (a HW_INCOMPATIBLE system says so); `planned`: the
+    stored plans' best answer per (HF id, system, backend) (reports.plan_page.best_by_cell), the deployment the
+    search would pick for that model and system, beside the scenario's hand-named one."""
+    matrix, planned = matrix or {}, planned or {}
     rows = estimates.filter(pl.col("kind") == "scenario").sort("seq").to_dicts()
     run = rows[0]
     sections = []
@@ -80,11 +84,13 @@ def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]], matrix:
                   "time is the sum of the listed operators (latency × count, shapes derived from the model config). "
                   "HYBRID mode; source is the least confident tier used; a miss names what could not be priced. "
                   "Parallelism is one replica's (GPUs = its GPU count); GiB per GPU is the deployment's memory "
-                  "(weights, KV cache, activations, runtime) against the GPU's capacity.",
+                  "(weights, KV cache, activations, runtime) against the GPU's capacity. The search's best is the "
+                  "stored plan's answer for the model on that system and backend (its planning page says more), "
+                  "or none when the search found no deployment.",
                   f"{len(deployable)} rows fit in GPU memory (or are not sized); {len(too_big)} do not and are listed "
                   "apart below."],
             legend=FIT_LEGEND,
-            table=Table(HEADLINE, [_headline_row(r, matrix) for r in deployable],
+            table=Table(HEADLINE, [_headline_row(r, matrix, planned) for r in deployable],
                         row_classes=[FIT_CLASS.get(_fit(r), "fit-unknown") for r in deployable], filterable=True),
             images=[p for p in plots if p[0].startswith(f"plots/latency-{name}")]))
         if too_big:
@@ -92,7 +98,7 @@ def estimate_page(estimates: pl.DataFrame, plots: list[tuple[str, str]], matrix:
                 f"{model}: deployments that do not fit",
                 text=["These deployments need more memory per GPU than the system has: their latency is what the "
                       "operators would take, not a number anyone can serve at. A wider parallelism (more GPUs) fits."],
-                table=Table(HEADLINE, [_headline_row(r, matrix) for r in too_big], row_classes=["fit-no"] * len(too_big),
+                table=Table(HEADLINE, [_headline_row(r, matrix, planned) for r in too_big], row_classes=["fit-no"] * len(too_big),
                             filterable=True)))
     c = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
     sections.append(Section(

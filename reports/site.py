@@ -35,6 +35,30 @@ def _plots(out: Path, ledgers: list[dict], estimates: pl.DataFrame) -> list[tupl
     return plots
 
 
+def _plan_pages(wh, out: Path, plans: pl.DataFrame) -> list[Page]:
+    """One planning page per model of the stored plans, each question's Pareto fronts as an SVG beside it, and the
+    best rows of earlier `plans` versions (time travel, at most HISTORY_VERSIONS) for the history tables."""
+    from perfledger.reports.history import HISTORY_VERSIONS
+    from perfledger.reports.plan_page import plan_page, plot_path
+    from perfledger.reports.plots import pareto_plot
+
+    if not plans.height:
+        return []
+    for (qid,), rows in plans.filter(pl.col("kind").is_in(["best", "pareto"])).group_by("question_id", maintain_order=True):
+        fronts = {m: rows.filter((pl.col("kind") == "pareto") & (pl.col("mode") == m)).sort("rank").to_dicts()
+                  for m in rows["modes"][0].split(",")}
+        if any(fronts.values()):
+            best = rows.filter(pl.col("kind") == "best").row(0, named=True)
+            title = f"{best['hf_model']} on {best['total_gpus']} × {best['system']} ({best['backend']} {best['version']})"
+            write_file(out, plot_path(qid), pareto_plot(fronts, best if best["mode"] else None, title)[0])
+    current = wh.table_version("plans")
+    history = [wh.read_table("plans", as_of=v).filter(pl.col("kind") == "best").with_columns(plans_version=pl.lit(v))
+               for v in range(current - 1, max(current - HISTORY_VERSIONS, 0) - 1, -1)]
+    earlier = pl.concat(history, how="diagonal_relaxed") if history else None
+    return [plan_page(model, plans.filter(pl.col("hf_model") == model), earlier)
+            for model in plans.sort("seq")["hf_model"].unique(maintain_order=True)]
+
+
 def _matrix(wh, hf_ids: list[str]) -> Page:
     from perfledger.ledger.matrix.store import SnapshotError, labels, read_snapshot
     from perfledger.ledger.report import OURS_LABEL
@@ -109,6 +133,11 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
     ]
     if deployments:
         sections.append(Section("Deployment artifacts", links=deployments))
+    planned = [(f"{p['folder']}/{f}", f"{p['label']}, best: {f}") for p in run.get("plans", []) for f in p["files"]]
+    if planned:
+        sections.append(Section("Planned deployment artifacts", text=[
+            "Each planning question's best deployment, rendered by the generator (the plan pages say why it won)."],
+            links=planned))
     warned = [[d["name"], w] for d in run.get("deployments", []) for w in d.get("warnings", [])]
     if warned:
         sections.append(Section("Generator warnings", text=[
@@ -121,6 +150,7 @@ def index_page(run: dict, pages: list[Page], ledgers: list[dict], plots: list[tu
 def build_site(root: Path, out: Path, models: list[str], run: dict, *, allow_symlinked_out: bool = False) -> dict:
     """Write the whole site; returns {"index": path, "pages": [slugs]}. `out` may be a symlink to a folder
     in another tree only with `allow_symlinked_out`."""
+    from perfledger.estimator.plans import PLANS_SCHEMA, PLANS_TABLE
     from perfledger.estimator.scenarios import ESTIMATES_SCHEMA, ESTIMATES_TABLE
     from perfledger.ledger.source import read_or_empty
     from perfledger.ledger.specs import find_spec
@@ -128,6 +158,7 @@ def build_site(root: Path, out: Path, models: list[str], run: dict, *, allow_sym
     from perfledger.reports.estimate_page import estimate_page
     from perfledger.reports.history import history_sections
     from perfledger.reports.ledger_pages import ledger_entries, write_ledger_pages
+    from perfledger.reports.plan_page import best_by_cell
     from perfledger.reports.validation import DUPLICATE_COLUMNS, validation_page
     from perfledger.warehouse.store import Warehouse
 
@@ -136,6 +167,7 @@ def build_site(root: Path, out: Path, models: list[str], run: dict, *, allow_sym
     hf_ids = [find_spec(m).model for m in models]
     ledgers = ledger_entries(wh, models)
     estimates = read_or_empty(wh, ESTIMATES_TABLE, schema=ESTIMATES_SCHEMA)
+    plans = read_or_empty(wh, PLANS_TABLE, schema=PLANS_SCHEMA)
     plots = _plots(out, ledgers, estimates)
     quarantine = wh.read_table("quarantine") if wh.has_table("quarantine") else None
     duplicates = (wh.read_table("duplicates", columns=DUPLICATE_COLUMNS) if wh.has_table("duplicates")
@@ -150,7 +182,9 @@ def build_site(root: Path, out: Path, models: list[str], run: dict, *, allow_sym
         diff_page(latest_diffs(wh)),
     ]
     if estimates.height:
-        pages.append(estimate_page(estimates, [p for p in plots if p[0].startswith("plots/latency-")], _ours_agg(wh)))
+        pages.append(estimate_page(estimates, [p for p in plots if p[0].startswith("plots/latency-")], _ours_agg(wh),
+                                   best_by_cell(plans)))
+    pages += _plan_pages(wh, out, plans)
     pages.insert(0, index_page(run, pages, ledgers, [p for p in plots if p[0].startswith("plots/coverage-")],
                                history_sections(wh, hf_ids)))
     nav = [(p.slug, p.title if p.slug != "index" else "Home") for p in pages[:1]]

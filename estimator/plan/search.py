@@ -145,6 +145,11 @@ def plan(est, q: Question, modes: tuple[str, ...] = ("agg", "disagg"), top_n: in
         warnings += answers[mode].warnings
     if progress is not None:
         progress(len(modes), len(modes))
+    return combine(q, answers, warnings)
+
+
+def combine(q: Question, answers: dict[str, ModeAnswer], warnings: list[str]) -> PlanAnswer:
+    """The answer over modes searched (in order: the first wins a tie): the best, and a warning per empty mode."""
     best = None
     for mode, a in answers.items():
         if a.top and (best is None or a.top[0][pareto.CLUSTER] > best[pareto.CLUSTER]):
@@ -153,6 +158,20 @@ def plan(est, q: Question, modes: tuple[str, ...] = ("agg", "disagg"), top_n: in
         if a.reason and best is not None:
             warnings.append(f"{mode}: {a.reason}")
     return PlanAnswer(q, answers, best, warnings)
+
+
+def layout_label(mode: str, r: dict) -> str:
+    """One row's layout in a line: `tp2 b64`, `tp4 etp1 ep4 b32`, disagg `1P(tp2 b1) + 2D(tp4 b64)`."""
+    def one(s):
+        text = f"tp{s['tp']}" + (f" pp{s['pp']}" if s["pp"] > 1 else "") + (f" dp{s['dp']}" if s["dp"] > 1 else "")
+        if s["moe_tp"] > 1 or s["moe_ep"] > 1:
+            text += f" etp{s['moe_tp']} ep{s['moe_ep']}"
+        return f"{text} b{s['batch']}"
+
+    if mode == "disagg":
+        p, d = r["prefill"], r["decode"]
+        return f"{p['workers']}P({one(p)}) + {d['workers']}D({one(d)})"
+    return one(r)
 
 
 def as_json(answer: PlanAnswer) -> dict:

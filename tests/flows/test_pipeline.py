@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from perfledger.flows.config import ConfigError, load_pipeline_config
@@ -15,7 +16,9 @@ from tests.flows.conftest import GEMM, scaled_copy, write_config
 
 pytestmark = pytest.mark.xdist_group("prefect")
 REPO = Path(__file__).resolve().parents[2]
-DERIVED = ("validate", "ledger", "matrix", "estimate", "generate", "publish")
+DERIVED = ("validate", "ledger", "matrix", "estimate", "plan", "generate", "publish")
+K3_QUESTION = {"model": "kimi-k3", "systems": ["h200_sxm"], "total_gpus": [16], "backend": "vllm", "version": "0.24.0",
+               "isl": 4000, "osl": 500, "ttft": 2000, "tpot": 50}
 
 
 def _status(result: dict) -> dict[str, str]:
@@ -37,7 +40,7 @@ def test_full_pipeline_skips_unchanged_work_and_gates_regressions(tmp_path: Path
     out = tmp_path / "out"
     common = dict(models=["kimi-k3"], warehouse=tmp_path / "wh", out=out,
                   matrices=[{"path": str(REPO / ".." / "shared" / "aic" / "support_matrix" / "head-095f58a"), "label": "head"}],
-                  deployments=[str(package_file("perfledger.generator", "examples", "vllm_agg.yaml"))])
+                  deployments=[str(package_file("perfledger.generator", "examples", "vllm_agg.yaml"))], plans=[K3_QUESTION])
     kda, gemm = shared_tree / "b200_sxm" / "kda", shared_tree / GEMM / "0.24.0"
     cfg = load_pipeline_config(write_config(tmp_path / "a.yaml", sources=[str(kda), str(gemm)], **common))
 
@@ -47,6 +50,10 @@ def test_full_pipeline_skips_unchanged_work_and_gates_regressions(tmp_path: Path
         assert (out / f"{page}.html").is_file() and (out / f"{page}.md").is_file()
     assert (out / "deployments" / "vllm_agg" / "k8s_deploy.yaml").is_file()
     assert (out / "plots" / "coverage-kimi-k3.svg").read_text().startswith("<?xml")
+    plans = Warehouse(tmp_path / "wh").read_table("plans")
+    best = plans.filter(pl.col("kind") == "best").row(0, named=True)
+    assert best["change"].startswith("first plan of moonshotai/Kimi-K3 on 16 × h200_sxm (vllm 0.24.0)")
+    assert "Plans: moonshotai/Kimi-K3" in (out / "plan-moonshotai--kimi-k3.md").read_text()
 
     second = run_pipeline(cfg)
     assert second["ingest"]["new_batches"] == 0
@@ -64,6 +71,15 @@ def test_full_pipeline_skips_unchanged_work_and_gates_regressions(tmp_path: Path
     diff = (out / "diff.md").read_text()
     assert "gemm_perf: before " in diff and "107,225 changed" in diff and "107,225 rows moved more than 5%" in diff
     assert Warehouse(tmp_path / "wh").table_version("gemm_perf", curated=True) == 1
+    # The plan was asked again over the new data and compared with the stored one through time travel: its note names
+    # the batch that arrived in between.
+    wh = Warehouse(tmp_path / "wh")
+    assert _status(third)["plan"] == "ran" and wh.table_version("plans") == 1
+    new = wh.read_table("batches").filter(pl.col("source").str.contains("recollected"))["batch_id"].to_list()
+    best = wh.read_table("plans").filter(pl.col("kind") == "best").row(0, named=True)
+    assert best["compared_with"] == 0 and best["batches_since"] == new[0]
+    assert best["change"].startswith("moonshotai/Kimi-K3 on 16 × h200_sxm (vllm 0.24.0)") or "best config" in best["change"]
+    assert best["change"].endswith(f"after batch {new[0]}")
 
 
 def test_config_errors_name_the_file_and_key(tmp_path: Path) -> None:
@@ -110,11 +126,31 @@ def test_a_bad_scenario_file_fails_the_config_before_anything_runs(tmp_path: Pat
     assert not (tmp_path / "wh").exists() and not (tmp_path / "out").exists()  # nothing ran
 
 
+@pytest.mark.parametrize(("entry", "message"), [
+    ("{model: kimi-k3, systems: [h200_sxm], total_gpus: 16, backend: vllm, isl: 8, osl: 8, ttft: 1, tpot: 1, slo: 2}",
+     r"plans[0]: unknown key(s) ['slo']"),
+    ("{model: Org/NoSuchModel, systems: [h200_sxm], total_gpus: 8, backend: vllm, isl: 8, osl: 8, ttft: 1, tpot: 1}",
+     "plans[0].model: 'Org/NoSuchModel' is neither a lane spec nor a model the estimator knows"),
+])
+def test_a_bad_planning_question_fails_the_config_with_exit_2(tmp_path: Path, entry: str, message: str) -> None:
+    from typer.testing import CliRunner
+
+    from perfledger.cli import app
+
+    config = tmp_path / "p.yaml"
+    config.write_text(f"sources: [aic-package]\nwarehouse: '{tmp_path / 'wh'}'\nout: '{tmp_path / 'out'}'\nplans:\n  - {entry}\n")
+    result = CliRunner().invoke(app, ["run", "--config", str(config)])
+    assert result.exit_code == 2 and f"{config}: {message}" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "wh").exists()
+
+
 def test_embedded_default_needs_only_the_install() -> None:
     cfg = load_pipeline_config()
     assert cfg.sources == ["aic-package"] and cfg.models == ["kimi-k3"]
     assert all(Path(d).is_file() for d in cfg.deployments) and cfg.scenarios.is_file()
     assert cfg.matrices == [{"path": "aic-package", "label": "aic-package"}]
+    asked = {(p["question"]["model"], p["question"]["total_gpus"]) for p in cfg.plans}
+    assert asked == {("Qwen/Qwen3-32B", 8), ("moonshotai/Kimi-K3", 16)}
 
 
 def test_config_paths_resolve_against_the_file_folder(tmp_path: Path, monkeypatch) -> None:

@@ -78,7 +78,8 @@ def pages():
                  "grid_cases": 200, "held": 150, "share": 0.75}]
     built = [matrix_page("head", imported, ["moonshotai/Kimi-K3"], labels, ours()),
              validation_page(quarantine(), [{"source": "/landing/x", "error": "empty file"}], duplicates(), coverage),
-             estimate_page(estimates(), [], {("moonshotai/Kimi-K3", "l40s", "vllm", "0.24.0"): "HW_INCOMPATIBLE"})]
+             estimate_page(estimates(), [], {("moonshotai/Kimi-K3", "l40s", "vllm", "0.24.0"): "HW_INCOMPATIBLE"},
+                           {("moonshotai/Kimi-K3", "h200_sxm", "vllm"): "none on 16 GPUs"})]
     run = {"finished_at": "2026-01-01T00:00:00+00:00", "seconds": 2.5, "warehouse": "/wh",
            "ingest": {"batches": 3, "new_batches": 2, "rows_accepted": 100, "rows_quarantined": 3, "rows_duplicate": 1,
                       "failed_batches": [{"source": "/landing/x", "error": "empty file"}]},

@@ -80,7 +80,8 @@ def legend(page, section: str) -> list[str]:
 
 def test_every_page_shares_nav_and_stylesheet_and_fits_1400px(page, published_site: dict) -> None:
     every = pages(published_site)
-    assert {"index", "matrix", "validation", "diff", "estimates", "ledger-kimi-k3"} <= set(every)
+    assert {"index", "matrix", "validation", "diff", "estimates", "ledger-kimi-k3", "plan-qwen--qwen3-32b",
+            "plan-moonshotai--kimi-k3"} <= set(every)
     for name in every:
         check_layout(open_page(page, published_site, name), name, every)
 
@@ -190,3 +191,66 @@ def test_latency_plot_is_small_multiples_with_one_colour_per_backend() -> None:
     assert svg.count('<g id="axes_') == 3
     # the l40s deployment does not fit: its panel and both its lines say so
     assert "<!-- l40s: does not fit -->" in svg and svg.count("<!-- vllm 1 (does not fit) -->") == 1
+
+
+def _section_text(page, title: str) -> str:
+    return page.evaluate("""title => [...document.querySelectorAll('h2')].find(h => h.textContent.startsWith(title))
+                            .parentElement.innerText""", title)
+
+
+def test_plan_page_shows_the_best_its_fronts_top_configs_and_the_rendered_deployment(page, published_site: dict) -> None:
+    import yaml
+
+    from perfledger.estimator.plan.search import layout_label
+    from perfledger.estimator.plans import CLUSTER
+
+    every = pages(published_site)
+    check_layout(open_page(page, published_site, "plan-qwen--qwen3-32b"), "plan-qwen--qwen3-32b", every)
+    qwen = published_site["plans"]["questions"][0]
+    payload, best = qwen["payload"], qwen["payload"]["best"]
+    assert best is not None and qwen["verdict"] == "new"  # the first plan of the question: no baseline to gate against
+    title = f"8 × h200_sxm (vllm): {best['mode']} {layout_label(best['mode'], best)} × {best['replicas']}"
+    rows = table_rows(page, title)
+    assert rows[0]["mode"] == f"{best['mode']} (best)" and rows[0]["verdict"] == "new" and rows[0]["_class"] == "verdict-new"
+    assert (rows[0]["tokens/s/GPU"], rows[0]["TPOT ms"]) == (fmt(best[CLUSTER]), fmt(best["tpot_ms"]))
+    others = [m for m in ("agg", "disagg") if m != best["mode"] and payload[m]]
+    assert [r["mode"] for r in rows[1:]] == others  # each other mode's own best beside the winner
+    assert f"What changed: first plan of {qwen['label']}: {best['mode']}" in _section_text(page, title)
+    tops = table_rows(page, "8 × h200_sxm (vllm): top configs")
+    expected = [(m, fmt(r[CLUSTER]), layout_label(m, r)) for m in ("agg", "disagg") for r in payload[m]]
+    assert [(r["mode"], r["tokens/s/GPU"], r["layout"]) for r in tops] == expected
+    assert all(r["tpot_ms"] <= 30 for m in ("agg", "disagg") for r in payload[m])
+    plot = (published_site["out"] / "plots" / f"pareto-{qwen['id']}.svg").read_text()
+    assert all(f"<!-- {m} -->" in plot for m in ("agg", "disagg") if payload[f"{m}_pareto"])
+    assert f"<!-- best ({best['mode']}) -->" in plot
+    assert page.evaluate("[...document.querySelectorAll('img')].every(i => i.complete && i.naturalWidth > 0)")
+    config = yaml.safe_load((published_site["out"] / qwen["folder"] / "generator_config.yaml").read_text())
+    workers = config["WorkerConfig"]
+    if best["mode"] == "agg":
+        assert workers["agg_workers"] == best["replicas"]
+        assert config["Workers"]["agg"]["tensor_parallel_size"] == best["tp"]
+    else:
+        assert workers["decode_workers"] == best["decode"]["workers"] * best["replicas"]
+    assert (published_site["out"] / qwen["folder"] / "run_0.sh").is_file()
+    open_page(page, published_site, "index")
+    links = page.eval_on_selector_all("a", "els => els.map(e => e.getAttribute('href'))")
+    assert f"{qwen['folder']}/run_0.sh" in links
+
+
+def test_plan_page_names_each_refusal_and_the_estimate_page_shows_the_search_beside_the_scenario(page, published_site: dict
+                                                                                               ) -> None:
+    every = pages(published_site)
+    check_layout(open_page(page, published_site, "plan-moonshotai--kimi-k3"), "plan-moonshotai--kimi-k3", every)
+    k3 = published_site["plans"]["questions"][1]
+    assert k3["payload"]["best"] is None and k3["verdict"] == "refused"
+    assert not (published_site["out"] / k3["folder"] / "run_0.sh").exists()
+    reasons = table_rows(page, "16 × h200_sxm (vllm): refusals")
+    assert {r["mode"]: r["reason"] for r in reasons} == k3["payload"]["reasons"]
+    assert set(k3["payload"]["reasons"]) == {"agg", "disagg"}
+    best = table_rows(page, "16 × h200_sxm (vllm): no deployment meets the question")
+    assert [(r["mode"], r["verdict"], r["_class"]) for r in best] == [("none", "refused", "verdict-refused")]
+    open_page(page, published_site, "estimates")
+    rows = table_rows(page, "moonshotai/Kimi-K3: headline") + table_rows(page, "moonshotai/Kimi-K3: deployments that")
+    beside = {(r["system"], r["backend"]): r["search's best (plans)"] for r in rows}
+    assert beside[("h200_sxm", "vllm")] == "none on 16 GPUs"  # the stored plan covers K3 on h200 vLLM: it refuses
+    assert all(v == "" for (system, _), v in beside.items() if system != "h200_sxm")
