@@ -55,11 +55,11 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
     mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
     ar = {**base, "tp": tp, "elements": tokens * h}
     ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1), ("embedding_ar", "allreduce", ar, 1)]
-    ops += _kda_ops(m, d, plan, base, gemm, mem, ar, context, batch, seq)
+    ops += _kda_ops(m, d, plan, base, gemm, mem, ar, context, batch, seq, tokens)
     mh, mla = dims.heads // tp, k3.mla_layers
     ops += [("mla_norm", "mem", mem(2 * h, 2 * h), mla),
             ("mla_downscale_gemm", "gemm", gemm(dims.q_lora + dims.kv_lora + dims.rope_dim, h), mla)]
-    ops += _mla_attention_ops(m, d, plan, base, gemm, context, batch, seq)
+    ops += _mla_attention_ops(m, d, plan, base, gemm, context, batch, seq, tokens)
     ops += [("mla_gate_gemm", "gemm", gemm(mh * dims.v_head_dim, h), mla),
             ("mla_gate_mul", "mem", mem(2 * mh * dims.v_head_dim, mh * dims.v_head_dim), mla),
             ("mla_ar", "allreduce", ar, mla)]
@@ -85,7 +85,7 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
     return ops
 
 
-def _kda_ops(m, d, plan, base, gemm, mem, ar, context, batch, seq):
+def _kda_ops(m, d, plan, base, gemm, mem, ar, context, batch, seq, tokens):
     """KDA layers: projections, the plan's prefill conv + scan or its decode kernels, output norm / GEMM / allreduce.
 
     The gated output norm is a mem op in prefill and, where the plan says so (`decode_onorm`), in decode;
@@ -98,9 +98,10 @@ def _kda_ops(m, d, plan, base, gemm, mem, ar, context, batch, seq):
     kernel = {**base, "heads": kh, "head_dim": hd, "d_model": h, "d_conv": k3.d_conv, "batch": batch}
     ops = [("kda_norm", "mem", mem(2 * h, 2 * h), kda), ("kda_qkvg_gemm", "gemm", gemm(4 * kd, h), kda),
            ("kda_bfa_gemm", "gemm", gemm(k3.kda_heads + hd, h), kda), ("kda_fb_gemm", "gemm", gemm(kd, hd), kda)]
-    if context:
-        ops += [("kda_conv1d", "kda_kernel", {**kernel, "kernel": m.family["kda_conv"], "phase": "context", "seq": seq}, kda),
-                ("kda_scan", "kda_kernel", {**kernel, "kernel": plan["kda_scan"], "phase": "context", "seq": seq}, kda)]
+    if context:  # the prefill kernels run over the pass's tokens per sequence (a mixed step's decode rows included)
+        rows = tokens // batch
+        ops += [("kda_conv1d", "kda_kernel", {**kernel, "kernel": m.family["kda_conv"], "phase": "context", "seq": rows}, kda),
+                ("kda_scan", "kda_kernel", {**kernel, "kernel": plan["kda_scan"], "phase": "context", "seq": rows}, kda)]
     else:
         ops += [(name, "kda_kernel", {**kernel, "kernel": k, "phase": "generation"}, kda)
                 for name, k in plan["kda_decode"].items()]
@@ -109,16 +110,18 @@ def _kda_ops(m, d, plan, base, gemm, mem, ar, context, batch, seq):
     return ops + [("kda_o_gemm", "gemm", gemm(h, kd, True), kda), ("kda_ar", "allreduce", ar, kda)]
 
 
-def _mla_attention_ops(m, d, plan, base, gemm, context, batch, seq):
-    """The MLA core after the down projection: `module` (vLLM's whole-block tables) or `split` (q_b / kv_b
-    GEMMs, MLA attention, o GEMM; decode absorbs kv_b into BMMs around the latent attention)."""
+def _mla_attention_ops(m, d, plan, base, gemm, context, batch, seq, tokens):
+    """The MLA core after the down projection: `module` (vLLM's whole-block tables, prefill at the pass's tokens per
+    sequence) or `split` (q_b / kv_b GEMMs, MLA attention, o GEMM; decode absorbs kv_b into BMMs around the latent
+    attention)."""
     dims, mla = m.dims, m.plan_dims.mla_layers
     heads, h = dims.heads, dims.hidden
     mh = heads // d.tp
     if plan["mla"] == "module":
         quants = {"kv_quant": d.kv_quant, "gemm_quant": d.gemm_quant, "heads": mh, "batch": batch,
                   "native_heads": heads}  # picks the model's rows of a multi-model module table
-        block = ({**base, **quants, "fmha_quant": d.fmha_quant, "isl": seq} if context else {**base, **quants, "seq": seq})
+        block = ({**base, **quants, "fmha_quant": d.fmha_quant, "isl": tokens // batch} if context
+                 else {**base, **quants, "seq": seq})
         return [("mla_block", "mla_context_module" if context else "mla_generation_module", block, mla)]
     if plan["mla"] != "split":
         raise ValueError(f"models.yaml: Kimi-K3 backend {d.backend}: mla must be module or split, not {plan['mla']!r}")
