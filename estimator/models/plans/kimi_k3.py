@@ -4,7 +4,8 @@ The op list (names, shapes, repeat counts) reproduces what aiconfigurator-core 0
 `KimiK3ForConditionalGeneration`, found by reading its per-op breakdown and the shapes in its compiled op
 spec: 69 KDA + 24 MLA layers (config `linear_attn_config`), every layer two attention-residual mem ops,
 `first_k_dense_replace` dense FFN layers and a latent MoE (hidden → routed_expert_hidden_size → hidden,
-RMS-normed at the latent width) on the rest. The plan reads models.yaml's dims, its own `K3Dims` and the
+RMS-normed at the latent width) on the rest; under attention DP the experts run every rank's tokens and the
+dispatch is the backend's collective at the latent width (gqa.moe_dispatch). The plan reads models.yaml's dims, its own `K3Dims` and the
 `models.yaml` family (kernels, routing, and per backend the MLA form and KDA kernels: `backends`); quants come
 from the deployment.
 """
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
+from perfledger.estimator.models.plans.gqa import moe_dispatch
 from perfledger.estimator.models.priced import PricedModel
 
 
@@ -73,11 +75,11 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
                 ("dense_down_gemm", "gemm", gemm(h, inter, True), dense), ("dense_ffn_ar", "allreduce", ar, dense)]
     n, lat, shared = k3.moe_layers, k3.latent, dims.shared * dims.moe_inter // tp
     moe = {**base, "quant": d.moe_quant, "distribution": m.family["distribution"], "gated": True, "topk": dims.topk,
-           "experts": dims.experts, "hidden": lat, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
-    dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * lat}
+           "experts": dims.experts, "hidden": lat, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
+           "tokens": tokens * d.attention_dp}
     ops += [("router_gemm", "gemm", gemm(dims.experts, h), n), ("latent_down_gemm", "gemm", gemm(lat, h), n),
-            ("latent_norm", "mem", mem(2 * lat, 2 * lat), n), ("moe_pre_dispatch", "allreduce", dispatch, n),
-            ("moe", "moe", moe, n), ("moe_post_dispatch", "allreduce", dispatch, n),
+            ("latent_norm", "mem", mem(2 * lat, 2 * lat), n), ("moe_pre_dispatch", *moe_dispatch(d, tokens, lat, "pre"), n),
+            ("moe", "moe", moe, n), ("moe_post_dispatch", *moe_dispatch(d, tokens, lat, "post"), n),
             ("latent_up_gemm", "gemm", gemm(h, lat), n),
             ("shared_gate_up_gemm", "gemm", gemm(2 * shared, h), n),
             ("shared_act_gate", "mem", mem(2 * shared, shared), n), ("shared_down_gemm", "gemm", gemm(h, shared), n),
