@@ -26,6 +26,8 @@ QUESTIONS = [
     ("moonshotai/Kimi-K3", 16, "b200_sxm", "sglang", "0.5.14", 4000, 500, 10000, 100, "silicon"),
     ("zai-org/GLM-5-FP8", 8, "h200_sxm", "sglang", "0.5.14", 4000, 500, 5000, 50, "silicon"),
     ("deepseek-ai/DeepSeek-V3", 8, "h200_sxm", "vllm", "0.24.0", 4000, 500, 5000, 50, "silicon"),
+    ("zai-org/GLM-5-FP8", 16, "h200_sxm", "sglang", "0.5.14", 4000, 500, 5000, 50, "silicon"),
+    ("deepseek-ai/DeepSeek-V3", 16, "h200_sxm", "vllm", "0.24.0", 4000, 500, 5000, 50, "silicon"),
 ]
 METRICS = ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms")
 SIDE = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch")

@@ -26,7 +26,6 @@ from perfledger.estimator.plan.evaluate import p2p_latency
 from perfledger.estimator.plan.space import check_moe_width
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 
-
 # the layer plans that price attention data parallelism (MoE over every rank's tokens, moe_dispatch.yaml's collectives)
 ATTENTION_DP_KINDS = ("moe", "deepseek", "glm5", "kimi_k3")
 

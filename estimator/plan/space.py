@@ -1,8 +1,10 @@
 """The search space: parallel configurations (tp, pp, attention-dp, moe_tp, moe_ep) of one worker, as data.
 
 space.yaml holds the candidate lists 0.12.0's default search enumerates per role, model kind and system, and
-the backend exclusions; `enumerate_parallel` applies them with the GPU budget and the node width (no cross-node EP). `check_moe_width` is the MoE
-width rule every priced deployment obeys (0.12.0 refuses a mismatched width; so do `estimate static` and the plans).
+the backend exclusions; `enumerate_parallel` applies them with the GPU budget; `check_node_ep` refuses EP across
+nodes (agg and disagg skip and name such configurations, as 0.12.0 does without wide-EP all-to-all data).
+`check_moe_width` is the MoE width rule every priced deployment obeys (0.12.0 refuses a mismatched width; so do
+`estimate static` and the plans).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from pathlib import Path
 
 import yaml
 
-from perfledger.estimator.data.system_specs import load_spec
 from perfledger.estimator.errors import EstimatorError
 
 SPACE_YAML = Path(__file__).with_name("space.yaml")
@@ -57,6 +58,13 @@ def check_moe_width(tp: int, dp: int, moe_tp: int, moe_ep: int, *, where: str = 
                                  f"tp {tp} x attention-dp {dp} = {tp * dp}")
 
 
+def check_node_ep(p: Parallel, gpus_per_node: int) -> None:
+    """Expert parallelism wider than a node: 0.12.0 refuses it without DeepEP all-to-all data (not priced here)."""
+    if p.moe_ep > gpus_per_node:
+        raise ParallelWidthError(f"moe_ep {p.moe_ep} spans nodes of {gpus_per_node} GPUs: cross-node EP needs "
+                                 "all-to-all data")
+
+
 @cache
 def _doc(path: Path = SPACE_YAML) -> dict:
     return yaml.safe_load(path.read_text())
@@ -76,13 +84,12 @@ def enumerate_parallel(role: str, *, moe: bool, backend: str, system: str, total
     lists = candidates(role, moe, system)
     sizes = {n for n in lists["num_gpu"] if n <= total_gpus}
     exclusions = _doc()["exclusions"].get(backend, [])
-    max_ep = load_spec(system).num_gpus_per_node if _doc().get("max_moe_ep") == "node" else None
     out = []
     if not moe:
         return [Parallel(tp, pp) for tp, pp in product(lists["tp"], lists["pp"]) if tp * pp in sizes]
     for tp, pp, dp, moe_tp, moe_ep in product(*(lists[d] for d in DIMS)):
         p = Parallel(tp, pp, dp, moe_tp, moe_ep)
-        if p.gpus not in sizes or moe_tp * moe_ep != tp * dp or (max_ep is not None and moe_ep > max_ep):
+        if p.gpus not in sizes or moe_tp * moe_ep != tp * dp:
             continue
         if any(all(getattr(p, d) > 1 for d in rule) for rule in exclusions):
             continue

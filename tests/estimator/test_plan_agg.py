@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from perfledger.estimator.plan.agg import agg_search, best_steps, ctx_budgets, rules, schedule
 from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, QuestionError
-from perfledger.estimator.plan.space import Parallel, enumerate_parallel
+from perfledger.estimator.plan.space import Parallel, ParallelWidthError, check_node_ep, enumerate_parallel
 
 QUESTIONS = [
     pytest.param(Question("Qwen/Qwen3-32B", "h200_sxm", "vllm", 8, 4000, 500, 2000, 30), id="qwen3-32b-8xh200-vllm"),
@@ -86,8 +86,9 @@ def test_search_space_is_the_reference_enumeration():
     assert Parallel(2, 1, 4, 1, 8) in moe and Parallel(2, 1, 2, 2, 2) not in moe
     trt = enumerate_parallel("agg", moe=True, backend="trtllm", system="h200_sxm", total_gpus=8)
     assert Parallel(1, 1, 4, 2, 2) in trt and not any(p.dp > 1 and p.tp > 1 for p in trt)
-    wide = enumerate_parallel("agg", moe=True, backend="vllm", system="h200_sxm", total_gpus=16)  # 8 GPUs per node
-    assert Parallel(4, 1, 4, 16, 1) in wide and Parallel(2, 1, 4, 1, 8) in wide and max(p.moe_ep for p in wide) == 8
+    with pytest.raises(ParallelWidthError, match="cross-node EP"):  # h200: 8 GPUs per node
+        check_node_ep(Parallel(1, 1, 16, 1, 16), 8)
+    check_node_ep(Parallel(4, 1, 4, 16, 1), 8)
 
 
 def test_context_budgets_and_schedule():

@@ -5,9 +5,9 @@ The op list (names, shapes, repeat counts) reproduces what aiconfigurator-core 0
 spec: 69 KDA + 24 MLA layers (config `linear_attn_config`), every layer two attention-residual mem ops,
 `first_k_dense_replace` dense FFN layers and a latent MoE (hidden → routed_expert_hidden_size → hidden,
 RMS-normed at the latent width) on the rest; under attention DP the experts run every rank's tokens and the
-dispatch is the backend's collective at the latent width (gqa.moe_dispatch). The plan reads models.yaml's dims, its own `K3Dims` and the
-`models.yaml` family (kernels, routing, and per backend the MLA form and KDA kernels: `backends`); quants come
-from the deployment.
+dispatch is the backend's collective at the latent width (gqa.moe_dispatch). The plan reads models.yaml's dims,
+its own `K3Dims` and the `models.yaml` family (kernels, routing, and per backend the MLA form and KDA kernels:
+`backends`); quants come from the deployment.
 """
 
 from __future__ import annotations
