@@ -26,6 +26,9 @@ from perfledger.estimator.plan.evaluate import p2p_latency
 from perfledger.estimator.plan.space import check_moe_width
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 
+# the layer plans that price attention data parallelism (MoE over every rank's tokens, moe_dispatch.yaml's collectives)
+ATTENTION_DP_KINDS = ("moe", "deepseek", "glm5", "kimi_k3")
+
 
 @dataclass(frozen=True)
 class Deploy:
@@ -119,9 +122,9 @@ def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
     elif d.attention_dp > 1:
         raise UnsupportedModelError(f"{config.name}: attention data parallelism needs a MoE model (dense: scale replicas)")
     plan = PLANS[m.family["kind"]]
-    if d.attention_dp > 1 and m.family["kind"] != "moe":
-        raise UnsupportedModelError(f"{config.name}: attention-dp {d.attention_dp} is priced for the GQA MoE plan only, "
-                                    f"not {m.family['kind']}")
+    if d.attention_dp > 1 and m.family["kind"] not in ATTENTION_DP_KINDS:
+        raise UnsupportedModelError(f"{config.name}: attention-dp {d.attention_dp} is priced for the "
+                                    f"{', '.join(ATTENTION_DP_KINDS)} plans only, not {m.family['kind']}")
     if plan.check is not None:
         plan.check(m, d, config)
 

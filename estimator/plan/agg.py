@@ -34,7 +34,7 @@ from perfledger.estimator.plan.evaluate import price_many
 from perfledger.estimator.plan.fit import MemoryModel, memory_model
 from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, resolve_version
-from perfledger.estimator.plan.space import Parallel, enumerate_parallel
+from perfledger.estimator.plan.space import Parallel, check_node_ep, enumerate_parallel
 from perfledger.estimator.plan.steps import decode_step, mixed_step
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.static import Deploy, check_deploy
@@ -224,6 +224,7 @@ def agg_search(est, q: Question, *, top_n: int | None = None) -> AggPlan:
                                 total_gpus=q.total_gpus):
         d = replace(base, tp=p.tp, pp=p.pp, attention_dp=p.dp, moe_tp=p.moe_tp, moe_ep=p.moe_ep)
         try:
+            check_node_ep(p, est.spec(q.system).num_gpus_per_node)
             check_deploy(m, d, config)
         except EstimatorError as exc:
             warnings.append(f"{p.label}: skipped ({exc})")

@@ -3,7 +3,9 @@
 Why: a search prices thousands of (configuration, step) points of a few dozen ops each; one `estimate` call per
 op per point would spend its time building one-row frames. Here the op lists (name, op, query, scale), as the
 layer plans and plan/steps.py write them, are gathered per op into one frame, answered by `batch.estimate`, and
-scattered back, so a sweep costs one vectorised call per op kind (op semantics as in static.price).
+scattered back, so a sweep costs one vectorised call per op kind (op semantics as in static.price). A `fallback`
+op (DeepSeek's MLA module with its granular ops) prices every list's primary ops in one call, and where that call
+misses, each primary alone, the missing ones through their fallback ops (static.fallback's rule, batched).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from perfledger.estimator.batch import estimate
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 from perfledger.estimator.fit.roofline import mem_op_latency
 
 OpList = list[tuple[str, str, dict, float]]
@@ -24,6 +27,7 @@ def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon") -> list
     out: list[dict[str, float]] = [{} for _ in op_lists]
     groups: list[tuple[int, str, OpList, float]] = []  # overlap groups: (list index, name, ops, scale)
     pending: dict[str, list[tuple[int, str, dict, float]]] = defaultdict(list)
+    fallbacks: list[tuple[int, str, dict, float]] = []
     for i, ops in enumerate(op_lists):
         for name, op, query, scale in ops:
             if op == "mem":
@@ -34,6 +38,8 @@ def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon") -> list
                 out[i][name] = 0.0
             elif op == "overlap":
                 groups.append((i, name, query["groups"], scale))
+            elif op == "fallback":
+                fallbacks.append((i, name, query, scale))
             else:
                 pending[op].append((i, name, query, scale))
     for op, rows in pending.items():  # identical queries (steps sharing a shape) are answered once
@@ -42,13 +48,37 @@ def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon") -> list
         frame = pl.DataFrame([dict(key) for key in unique], infer_schema_length=None)
         latency = estimate(est, op, frame, mode=mode)["latency_ms"].to_numpy()
         for (i, name, _, scale), slot in zip(rows, slots, strict=True):
-            out[i][name] = float(latency[slot]) * scale
+            out[i][name] = out[i].get(name, 0.0) + float(latency[slot]) * scale
+    for (i, name, _, scale), ms in zip(fallbacks, _fallback_many(est, [q for _, _, q, _ in fallbacks], spec, mode),
+                                       strict=True):
+        out[i][name] = out[i].get(name, 0.0) + ms * scale
     if groups:  # parallel op groups (decode streams): the slower group's sum
         flat = [g for _, _, gs, _ in groups for g in gs]
         priced = iter(price_many(est, flat, spec, mode))
         for i, name, gs, scale in groups:
             out[i][name] = max(sum(next(priced).values()) for _ in gs) * scale
     return out
+
+
+def _fallback_many(est, queries: list[dict], spec, mode: str) -> list[float]:
+    """Each fallback op's latency: its primary ops' sum (asked in SILICON under HYBRID), else its fallback ops'."""
+    if not queries:
+        return []
+    first = "silicon" if mode == "hybrid" else mode
+    misses = (NoDataError, EmpiricalUnavailableError)
+    try:
+        return [sum(ms.values()) for ms in price_many(est, [q["primary"] for q in queries], spec, first)]
+    except misses:
+        pass
+    out = []
+    for q in queries:
+        try:
+            out.append(sum(price_many(est, [q["primary"]], spec, first)[0].values()))
+        except misses:
+            out.append(None)
+    missed = [q["fallback"] for q, ms in zip(queries, out, strict=True) if ms is None]
+    priced = iter(price_many(est, missed, spec, mode))
+    return [sum(next(priced).values()) if ms is None else ms for ms in out]
 
 
 def p2p_latency(nbytes, spec) -> float:

@@ -1,8 +1,10 @@
 """The search space: parallel configurations (tp, pp, attention-dp, moe_tp, moe_ep) of one worker, as data.
 
 space.yaml holds the candidate lists 0.12.0's default search enumerates per role, model kind and system, and
-the backend exclusions; `enumerate_parallel` applies them with the GPU budget. `check_moe_width` is the MoE
-width rule every priced deployment obeys (0.12.0 refuses a mismatched width; so do `estimate static` and the plans).
+the backend exclusions; `enumerate_parallel` applies them with the GPU budget; `check_node_ep` refuses EP across
+nodes (agg and disagg skip and name such configurations, as 0.12.0 does without wide-EP all-to-all data).
+`check_moe_width` is the MoE width rule every priced deployment obeys (0.12.0 refuses a mismatched width; so do
+`estimate static` and the plans).
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ def check_moe_width(tp: int, dp: int, moe_tp: int, moe_ep: int, *, where: str = 
     if moe_tp * moe_ep != tp * dp:
         raise ParallelWidthError(f"{where}: MoE width moe_tp {moe_tp} x moe_ep {moe_ep} = {moe_tp * moe_ep} must equal "
                                  f"tp {tp} x attention-dp {dp} = {tp * dp}")
+
+
+def check_node_ep(p: Parallel, gpus_per_node: int) -> None:
+    """Expert parallelism wider than a node: 0.12.0 refuses it without DeepEP all-to-all data (not priced here)."""
+    if p.moe_ep > gpus_per_node:
+        raise ParallelWidthError(f"moe_ep {p.moe_ep} spans nodes of {gpus_per_node} GPUs: cross-node EP needs "
+                                 "all-to-all data")
 
 
 @cache

@@ -7,17 +7,20 @@ sequences of isl tokens over the prefix, divided by ceil(isl / ctx) (a chunk sma
 one request's prefill); (3) decode attention of the decode requests
 at the mean kv length isl + osl // 2 + 1. A decode-only step is one decode pass of the requests at that length.
 Op names follow the reference's step breakdown (`context_attention (scaled)`, `generation_attention`).
+Passes (2) and (3) take the ops *named* `attention` (as 0.12.0 splits by op name): GQA attention, GLM-5's DSA
+module, K3's split MLA kernel; a plan whose attention is a whole block under another name (DeepSeek's `mla_block`,
+K3's vLLM MLA module) prices it in pass (1) at one sequence of isl and has empty passes (2) and (3), as 0.12.0 does.
 """
 
 from __future__ import annotations
 
 from math import ceil
 
-from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.static import Deploy, pass_ops
 
-CONTEXT_ATTENTION, DECODE_ATTENTION = "attention", "generation_attention"  # the GQA plans' attention op kinds
+ATTENTION = "attention"  # the op name passes (2) and (3) price
+DECODE_ATTENTION = "generation_attention"
 SCALED_CONTEXT = "context_attention (scaled)"
 
 
@@ -34,16 +37,15 @@ def mixed_step(m: PricedModel, d: Deploy, *, ctx_tokens: int, gen_requests: int,
         raise ValueError(f"a mixed step needs ctx_tokens >= 1 and gen_requests >= 0 (got {ctx_tokens}, {gen_requests})")
     decode_tokens = gen_requests * (d.nextn + 1)
     shared = pass_ops(m, d, ctx_tokens - prefix * (ctx_tokens // isl) + decode_tokens, True, 1, isl)
-    ops = [op for op in shared if op[1] != CONTEXT_ATTENTION]
+    ops = [op for op in shared if op[0] != ATTENTION]
     if len(ops) == len(shared):
-        raise UnsupportedModelError(f"{m.name}: the {m.family.get('kind')} plan has no `{CONTEXT_ATTENTION}` op; the agg "
-                                    "step model prices the GQA plans (dense, moe) only")
+        return ops
     chunk = ceil(ctx_tokens / isl)
-    attention = [op for op in pass_ops(m, d, chunk * isl, True, chunk, isl, prefix=prefix) if op[1] == CONTEXT_ATTENTION]
+    attention = [op for op in pass_ops(m, d, chunk * isl, True, chunk, isl, prefix=prefix) if op[0] == ATTENTION]
     ops += [(SCALED_CONTEXT, op, query, scale / ceil(isl / ctx_tokens)) for _, op, query, scale in attention]
     if gen_requests:
         decode = pass_ops(m, d, gen_requests, False, gen_requests, decode_seq(isl, osl))
-        ops += [(DECODE_ATTENTION, op, query, scale) for _, op, query, scale in decode if op == DECODE_ATTENTION]
+        ops += [(DECODE_ATTENTION, op, query, scale) for name, op, query, scale in decode if name == ATTENTION]
     return ops
 
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
+from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.models.config import catalog, resolve_model
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.disagg import decode_batches, settings
 from perfledger.estimator.plan.evaluate import price_many
 from perfledger.estimator.plan.fit import memory_model
 from perfledger.estimator.plan.question import Question
-from perfledger.estimator.plan.space import enumerate_parallel
+from perfledger.estimator.plan.space import check_node_ep, enumerate_parallel
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.static import Deploy, check_deploy, pass_ops
 
@@ -67,9 +67,7 @@ def candidates(est, q: Question, role: str) -> tuple[pl.DataFrame, Misses]:
             unfit.append(p.label)
             continue
         try:
-            if p.moe_ep > spec.num_gpus_per_node:  # 0.12.0 refuses it without DeepEP all-to-all data (not priced here)
-                raise UnsupportedModelError(f"moe_ep {p.moe_ep} spans nodes of {spec.num_gpus_per_node} GPUs: cross-node "
-                                            "EP needs all-to-all data")
+            check_node_ep(p, spec.num_gpus_per_node)
             check_deploy(m, d, config)
             frames.append(_frame(fitting, _latency(est, m, spec, q, role, fitting), q, role))
         except EstimatorError as exc:

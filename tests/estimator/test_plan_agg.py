@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from perfledger.estimator.plan.agg import agg_search, best_steps, ctx_budgets, rules, schedule
 from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, QuestionError
-from perfledger.estimator.plan.space import Parallel, enumerate_parallel
+from perfledger.estimator.plan.space import Parallel, ParallelWidthError, check_node_ep, enumerate_parallel
 
 QUESTIONS = [
     pytest.param(Question("Qwen/Qwen3-32B", "h200_sxm", "vllm", 8, 4000, 500, 2000, 30), id="qwen3-32b-8xh200-vllm"),
@@ -58,6 +58,25 @@ def test_sglang_differs_only_by_context_parallel_configurations(wheel_est, tmp_p
     assert_rows_equal(plan.pareto, ref["pareto"], "sglang agg Pareto front")
 
 
+@pytest.mark.aic
+def test_kimi_k3_plan_matches_aiconfigurator_cli_default(wheel_est, tmp_path):
+    """The MLA line (here Kimi-K3's KDA / MLA hybrid on 16 × h200, vLLM): attention DP and TP layouts, no cross-node
+    EP; HYBRID as 0.12.0 reads KDA's uncollected 6-head shard (tp16) inside SILICON (docs/estimator.md Known gaps).
+    The best agg configs and the front equal 0.12.0's; disagg fits no 8-GPU worker here on either side."""
+    from perfledger.estimator.plan.search import plan
+    from tests.estimator.plan_oracle import assert_rows_equal, run_default
+
+    q = Question("moonshotai/Kimi-K3", "h200_sxm", "vllm", 16, 4000, 500, 10000, 100, version="0.24.0",
+                 database_mode="hybrid")
+    ref, found = run_default(q, tmp_path), agg_search(wheel_est, q)
+    assert_rows_equal(found.top, ref["top"], "K3 best per configuration")
+    assert_rows_equal(found.pareto, ref["pareto"], "K3 agg Pareto front")
+    assert {p.split("etp")[0] for p in found.top["parallel"]} == {"tp4pp1dp4", "tp8pp1dp2", "tp16pp1dp1"}
+    disagg = plan(wheel_est, q, modes=("disagg",)).modes["disagg"]
+    ref_disagg = [pl.read_csv(f) for f in tmp_path.glob("*/*/disagg/best_config_topn.csv")]
+    assert not disagg.top and disagg.reason and not any(f.height for f in ref_disagg)
+
+
 def test_search_space_is_the_reference_enumeration():
     dense = enumerate_parallel("agg", moe=False, backend="vllm", system="h200_sxm", total_gpus=8)
     assert [p.tp for p in dense] == [1, 2, 4, 8] and all(p.gpus == p.tp for p in dense)
@@ -67,6 +86,9 @@ def test_search_space_is_the_reference_enumeration():
     assert Parallel(2, 1, 4, 1, 8) in moe and Parallel(2, 1, 2, 2, 2) not in moe
     trt = enumerate_parallel("agg", moe=True, backend="trtllm", system="h200_sxm", total_gpus=8)
     assert Parallel(1, 1, 4, 2, 2) in trt and not any(p.dp > 1 and p.tp > 1 for p in trt)
+    with pytest.raises(ParallelWidthError, match="cross-node EP"):  # h200: 8 GPUs per node
+        check_node_ep(Parallel(1, 1, 16, 1, 16), 8)
+    check_node_ep(Parallel(4, 1, 4, 16, 1), 8)
 
 
 def test_context_budgets_and_schedule():

@@ -1,5 +1,6 @@
 """In-flight-batching steps against 0.12.0's engine: every op of a mixed step (its three passes) and of a decode-only
-step, over dense / MoE, pipeline, MTP, chunked context and cached prefix, priced in one batch (price_many)."""
+step, over dense / MoE, pipeline, MTP, chunked context and cached prefix, priced in one batch (price_many); and the
+MLA / DSA / KDA plans (Kimi-K3, GLM-5, DeepSeek-V3), whose attention passes follow the op names."""
 
 from __future__ import annotations
 
@@ -24,15 +25,33 @@ CASES = [("Qwen/Qwen3-32B", dict(tp=4), dict(tp_size=4), SHAPES, 0),
           1000)]
 
 
+# the MLA line: (model, system, backend, version, ours, reference kwargs)
+MLA_CASES = [("moonshotai/Kimi-K3", "h200_sxm", "vllm", "0.24.0", dict(tp=8, moe_ep=8), dict(tp_size=8, moe_ep_size=8)),
+             ("moonshotai/Kimi-K3", "b200_sxm", "sglang", "0.5.14", dict(tp=4, moe_ep=4),
+              dict(tp_size=4, moe_ep_size=4)),
+             ("zai-org/GLM-5-FP8", "h200_sxm", "sglang", "0.5.14", dict(tp=8, moe_ep=8), dict(tp_size=8, moe_ep_size=8)),
+             ("deepseek-ai/DeepSeek-V3", "h200_sxm", "vllm", "0.24.0", dict(tp=8, moe_ep=8, nextn=1),
+              dict(tp_size=8, moe_ep_size=8, nextn=1))]
+
+
 @pytest.mark.parametrize("model,ours_kw,ref_kw,shapes,prefix", CASES)
 def test_steps_match_reference_per_op(wheel_est, oracle, model, ours_kw, ref_kw, shapes, prefix):
+    _check_steps(wheel_est, oracle, model, "h200_sxm", "vllm", "0.24.0", ours_kw, ref_kw, shapes, prefix)
+
+
+@pytest.mark.parametrize("model,system,backend,version,ours_kw,ref_kw", MLA_CASES)
+def test_mla_line_steps_match_reference_per_op(wheel_est, oracle, model, system, backend, version, ours_kw, ref_kw):
+    _check_steps(wheel_est, oracle, model, system, backend, version, ours_kw, ref_kw, SHAPES[:3] + SHAPES[4:], 0)
+
+
+def _check_steps(wheel_est, oracle, model, system, backend, version, ours_kw, ref_kw, shapes, prefix):
     m = load_model(model)
-    quants = resolve_quants(resolve_model(model), "vllm", {"gemm": None, "moe": None, "kv": None, "fmha": None})
-    d = replace(Deploy("h200_sxm", "vllm", "0.24.0", **ours_kw), **{f"{q}_quant": v["quant"] for q, v in quants.items()})
-    engine = oracle.EngineHandle.compile(model, "h200_sxm", "vllm", backend_version="0.24.0", **ref_kw)._engine
+    quants = resolve_quants(resolve_model(model), backend, {"gemm": None, "moe": None, "kv": None, "fmha": None})
+    d = replace(Deploy(system, backend, version, **ours_kw), **{f"{q}_quant": v["quant"] for q, v in quants.items()})
+    engine = oracle.EngineHandle.compile(model, system, backend, backend_version=version, **ref_kw)._engine
     lists = [mixed_step(m, d, ctx_tokens=c, gen_requests=g, isl=i, osl=o, prefix=prefix) for c, g, i, o in shapes]
     lists += [decode_step(m, d, gen_requests=g, isl=i, osl=o) for c, g, i, o in shapes]
-    priced = price_many(wheel_est, lists, wheel_est.spec("h200_sxm"))
+    priced = price_many(wheel_est, lists, wheel_est.spec(system))
     for (c, g, i, o), mixed, decode in zip(shapes, priced, priced[len(shapes):], strict=False):
         shared, ctx_attn, dec_attn = engine.mixed_step_breakdown_per_op(c, g, i, o, prefix, 1.0, 1.0)
         ref = {name.removeprefix("context_"): ms for name, ms, *_ in shared}

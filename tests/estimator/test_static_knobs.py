@@ -1,5 +1,5 @@
 """Static deployment knobs against aiconfigurator-core 0.12.0: pipeline parallelism, MTP draft tokens, attention data
-parallelism (MoE dispatch per backend), cached prefix, every op of both phases; the MoE width rule
+parallelism (MoE dispatch per backend; GQA MoE and the MLA line), cached prefix, every op of both phases; the MoE width rule
 (moe_tp x moe_ep = tp x attention-dp) refused as 0.12.0 refuses it."""
 
 from __future__ import annotations
@@ -29,8 +29,15 @@ DP_BACKENDS = [("sglang", "0.5.14", dict(tp=2, attention_dp=2, moe_ep=4), dict(t
                                                                                   moe_ep_size=8))]
 PREFIX = [("vllm", "0.24.0", "Qwen/Qwen3-32B", dict(tp=2), dict(tp_size=2), 400),
           ("trtllm", "1.3.0rc20", "Qwen/Qwen3-30B-A3B", dict(tp=2, moe_ep=2), dict(tp_size=2, moe_ep_size=2), 900)]
+# attention DP on the MLA line: the experts over every rank's tokens, the dispatch collectives (K3 at its latent width)
+MLA_DP = [("vllm", "0.24.0", "moonshotai/Kimi-K3", dict(tp=4, attention_dp=4, moe_tp=16),
+           dict(tp_size=4, attention_dp_size=4, moe_tp_size=16), 0),
+          ("sglang", "0.5.14", "zai-org/GLM-5-FP8", dict(tp=2, attention_dp=4, moe_ep=8),
+           dict(tp_size=2, attention_dp_size=4, moe_ep_size=8), 0),
+          ("vllm", "0.24.0", "deepseek-ai/DeepSeek-V3", dict(tp=1, attention_dp=8, moe_ep=8),
+           dict(tp_size=1, attention_dp_size=8, moe_ep_size=8), 0)]
 CASES = ([("vllm", "0.24.0", *case, 0) for case in KNOBS]
-         + [(be, ver, "Qwen/Qwen3-30B-A3B", ours, ref, 0) for be, ver, ours, ref in DP_BACKENDS] + PREFIX)
+         + [(be, ver, "Qwen/Qwen3-30B-A3B", ours, ref, 0) for be, ver, ours, ref in DP_BACKENDS] + PREFIX + MLA_DP)
 
 
 @pytest.mark.parametrize("backend,version,model,ours_kw,ref_kw,prefix", CASES)

@@ -64,8 +64,9 @@ def _granular(m: PricedModel, d, q, base, gemm, context, batch, seq) -> list[tup
     return ops + [("proj_gemm", "gemm", gemm(dims.hidden, heads * dims.v_head_dim, q["o"]), L)]
 
 
-def _mla_block(m: PricedModel, d, base, gemm, context, batch, seq) -> list[tuple[str, str, dict, float]]:
-    """The module op with the granular fallback where the projections share one quant, else the granular ops."""
+def _mla_block(m: PricedModel, d, base, gemm, context, batch, seq, tokens) -> list[tuple[str, str, dict, float]]:
+    """The module op with the granular fallback where the projections share one quant, else the granular ops; the
+    module's prefill runs at the pass's tokens per sequence (a mixed step's decode rows included, as 0.12.0 asks it)."""
     q = _quants(m, d.gemm_quant)
     granular = _granular(m, d, q, base, gemm, context, batch, seq)
     if len({q["q"], q["kv"], q["o"]}) > 1:  # no module row is keyed by a mixed checkpoint
@@ -73,7 +74,7 @@ def _mla_block(m: PricedModel, d, base, gemm, context, batch, seq) -> list[tuple
     dims = m.dims
     module = {**base, "kv_quant": d.kv_quant, "gemm_quant": q["o"], "heads": dims.heads // d.tp, "batch": batch,
               "native_heads": dims.heads}
-    primary = (("mla_context_module", {**module, "fmha_quant": d.fmha_quant, "isl": seq}) if context
+    primary = (("mla_context_module", {**module, "fmha_quant": d.fmha_quant, "isl": tokens // batch}) if context
                else ("mla_generation_module", {**module, "seq": seq}))
     return [("mla_block", "fallback", {"primary": [("mla_module", *primary, dims.layers)], "fallback": granular}, 1)]
 
@@ -82,7 +83,7 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
     """(name, op, query, scale) for one DeepSeek-V3 forward pass at `tokens` tokens (scale = layer count)."""
     dims, tp = m.dims, d.tp
     ops = layer_ops(m, d, tokens, context, batch, dims.shared * dims.moe_inter // tp,
-                    lambda base, gemm: _mla_block(m, d, base, gemm, context, batch, seq))
+                    lambda base, gemm: _mla_block(m, d, base, gemm, context, batch, seq, tokens))
     if d.backend in m.family.get("tp_allreduce_backends", ()):
         ops.append(("tp_allreduce", "allreduce", {"system": d.system, "backend": d.backend, "version": d.version,
                                                   "tp": tp, "elements": tokens * dims.hidden}, 2 * dims.layers))

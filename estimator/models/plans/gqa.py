@@ -62,8 +62,8 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int, *, 
                "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
                "tokens": tokens * dp}
         ops += [("router_gemm", "gemm", gemm(tokens, dims.experts, h, "bfloat16"), L),
-                ("moe_pre_dispatch", *_dispatch(d, tokens, h, "pre"), L), ("moe", "moe", moe, L),
-                ("moe_post_dispatch", *_dispatch(d, tokens, h, "post"), L)]
+                ("moe_pre_dispatch", *moe_dispatch(d, tokens, h, "pre"), L), ("moe", "moe", moe, L),
+                ("moe_post_dispatch", *moe_dispatch(d, tokens, h, "post"), L)]
     ops.append(("embedding_ar", "allreduce", ar, 1))
     if not context or not moe:
         ops.append(("logits_gemm", "gemm", gemm(batch, dims.vocab // tp, h, "bfloat16"), 1))
@@ -78,9 +78,10 @@ def _dispatch_rules() -> dict:
     return yaml.safe_load(MOE_DISPATCH_YAML.read_text())
 
 
-def _dispatch(d, tokens: int, h: int, side: str) -> tuple[str, dict]:
-    """(op, query) of one MoE dispatch: the width's custom allreduce, or under attention DP the backend's collective
-    (+ its attention-TP collective) as one serial group (moe_dispatch.yaml)."""
+def moe_dispatch(d, tokens: int, h: int, side: str) -> tuple[str, dict]:
+    """(op, query) of one MoE dispatch of `tokens` × `h` per rank: the width's custom allreduce, or under attention DP
+    the backend's collective (+ its attention-TP collective) as one serial group (moe_dispatch.yaml; also the MLA
+    line's plans)."""
     width = d.moe_tp * d.moe_ep
     base = {"system": d.system, "backend": d.backend, "version": d.version}
     if d.attention_dp <= 1:

@@ -29,11 +29,11 @@ class LayerPlan:
 
 
 PLANS = {
-    "deepseek": LayerPlan(deepseek.ops),
+    "deepseek": LayerPlan(deepseek.ops, check=gqa.check),
     "dense": LayerPlan(partial(gqa.ops, moe=False), check=gqa.check),
     "moe": LayerPlan(partial(gqa.ops, moe=True), check=gqa.check),
-    "kimi_k3": LayerPlan(kimi_k3.ops, dims=kimi_k3.dims),
-    "glm5": LayerPlan(glm5.ops, dims=glm5.dims),
+    "kimi_k3": LayerPlan(kimi_k3.ops, dims=kimi_k3.dims, check=gqa.check),
+    "glm5": LayerPlan(glm5.ops, dims=glm5.dims, check=gqa.check),
     "hybrid_moe": LayerPlan(hybrid_moe.ops, dims=hybrid_moe.dims, check=gqa.check),
     "nas": LayerPlan(nas.ops, dims=nas.dims),
     "gemma4": LayerPlan(gemma4.ops, dims=gemma4.dims, check=gemma4.check),

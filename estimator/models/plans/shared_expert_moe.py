@@ -3,7 +3,8 @@ expert, every layer, as aiconfigurator-core 0.12.0 prices it.
 
 - embedding, the two add-norms and the logits GEMM (bf16, at m = batch) around `attention`, the plan's own ops;
 - the shared expert's GEMMs at `shared_inter` per GPU (bf16 where the checkpoint excludes shared experts), the
-  router GEMM in bf16, the MoE dispatch / combine as the custom allreduce over the MoE group;
+  router GEMM in bf16, the MoE dispatch / combine as the custom allreduce over the MoE group (under attention DP:
+  the experts run every rank's tokens, the dispatch is the backend's collective, gqa.moe_dispatch);
 - decode overlaps the routed branch (router, dispatch, MoE, combine) with the shared expert: the slower one counts.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from perfledger.estimator.fit.roofline import elementwise_bytes
+from perfledger.estimator.models.plans.gqa import moe_dispatch
 from perfledger.estimator.models.priced import PricedModel
 
 Op = tuple[str, str, dict, float]
@@ -31,10 +33,11 @@ def layer_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, shared_
               ("shared_act_gate", "mem", mem(2 * shared_inter, shared_inter), L),
               ("shared_ffn2_gemm", "gemm", gemm(h, shared_inter, shared_q), L)]
     moe = {**base, "quant": d.moe_quant, "distribution": family["distribution"], "gated": True, "topk": dims.topk,
-           "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
-    dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
-    routed = [("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L), ("moe_pre_dispatch", "allreduce", dispatch, L),
-              ("moe", "moe", moe, L), ("moe_post_dispatch", "allreduce", dispatch, L)]
+           "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
+           "tokens": tokens * d.attention_dp}
+    routed = [("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L),
+              ("moe_pre_dispatch", *moe_dispatch(d, tokens, h, "pre"), L), ("moe", "moe", moe, L),
+              ("moe_post_dispatch", *moe_dispatch(d, tokens, h, "post"), L)]
     ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
            ("add_norm_1", "mem", mem(2 * h, 2 * h), L),
            *attention(base, gemm),
