@@ -121,6 +121,11 @@ PARITY = [
     ("nvidia/Kimi-K2.5-NVFP4", "b200_sxm", "vllm", "0.24.0", 4, 1, 4),
     ("deepseek-ai/DeepSeek-V3.2", "b200_sxm", "sglang", "0.5.14", 8, 1, 8),  # GLM-5's DSA terms
     ("nvidia/DeepSeek-V3.2-NVFP4", "gb200", "trtllm", "1.3.0rc20", 4, 4, 1),
+    # NemotronH: embedding replicated, two-matrix experts at the latent width, KV on every layer, no SSM state (0.12.0)
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h200_sxm", "trtllm", "1.3.0rc20", 2, 1, 2),
+    ("nvidia/Nemotron-H-56B-Base-8K", "h200_sxm", "sglang", "0.5.14", 4, 1, 1),
+    ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4", "b200_sxm", "trtllm", "1.3.0rc20", 8, 1, 8),
+    ("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4", "b200_sxm", "vllm", "0.24.0", 2, 1, 2),
 ]
 
 
