@@ -61,8 +61,8 @@ class Mamba2Model(OpModel):
         grid = None if mode == "sol" else self._grid(est, key)
         if grid is None:
             return Answer(sol, sol, tier_codes("sol", q.height))
-        lat = np.array([evaluate(grid, {"batch": float(b), "seq": float(s)})[0] for b, s in zip(q["batch"], q["seq"], strict=True)],
-                       dtype=np.float64)
+        lat = np.array([evaluate(grid, {"batch": float(b), "seq": float(s)})[0]
+                        for b, s in zip(q["batch"], q["seq"], strict=True)], dtype=np.float64)
         if not np.isfinite(lat).all():
             first = int(np.flatnonzero(~np.isfinite(lat))[0])
             raise NoDataError(f"no silicon data can anchor {self.describe(key, q, first)}")

@@ -49,8 +49,8 @@ def test_exact_rows_bilinear_midpoint_and_first_structure_fallback(wheel_est):
     assert out["latency_ms"][1] == pytest.approx(sum(lat.values()) / 4, rel=1e-12)
     assert out["source"].to_list() == ["silicon"] * 2
     # a structure not collected at this d_model reads the first collected one, unscaled, still silicon
-    other = estimate(wheel_est, "mamba2_kernel", frame(*cell, "causal_conv1d_fn", "context", {**NANO, "nheads": 32, "d_state": 64},
-                                                      [2], [1024]))
+    uncollected = {**NANO, "nheads": 32, "d_state": 64}
+    other = estimate(wheel_est, "mamba2_kernel", frame(*cell, "causal_conv1d_fn", "context", uncollected, [2], [1024]))
     assert (other["latency_ms"][0], other["source"][0]) == (lat[(2, 1024)], "silicon")
 
 
@@ -63,7 +63,8 @@ def test_scan_decode_and_uncollected_d_model_answer_the_roofline(wheel_est):
             out = estimate(wheel_est, "mamba2_kernel", q, mode=mode)
             assert out["source"].to_list() == ["sol"] * 2 and (out["latency_ms"] == out["sol_ms"]).all()
     # SOL mode answers the roofline, which d_model never enters: the d_model-3000 roofline above
-    sol = estimate(wheel_est, "mamba2_kernel", frame(*cell, "causal_conv1d_fn", "context", NANO, [2, 8], [1024, 1024]), mode="sol")
+    q = frame(*cell, "causal_conv1d_fn", "context", NANO, [2, 8], [1024, 1024])
+    sol = estimate(wheel_est, "mamba2_kernel", q, mode="sol")
     assert sol["source"].to_list() == ["sol"] * 2 and sol["latency_ms"].to_list() == out["latency_ms"].to_list()
     with pytest.raises(NoDataError, match="phase 'verify' is not priced"):
         estimate(wheel_est, "mamba2_kernel", frame(*cell, "causal_conv1d_fn", "verify", NANO, [2], [2]))
