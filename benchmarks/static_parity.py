@@ -6,7 +6,7 @@ fp8_block / nvfp4 / mxfp4 checkpoints), every system/backend/version of the whee
 tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID (`--modes`), and
 classifies each: agree (TTFT, TPOT and every op within 1e-6), both miss, only we miss, only they miss, differs
 (worst op and its relative error). Reusable: `--seed`, `--n`, `--json` (one object per deployment, then a
-summary object), `--only SUBSTRING[,SUBSTRING...]` (models whose HF id contains any of them).
+summary object), `--only SUBSTRING[,SUBSTRING...]` (models whose HF id contains any of them, or whose architecture is one).
 
     .venv/bin/python benchmarks/static_parity.py --n 300 --seed 1
 """
@@ -219,7 +219,11 @@ def main(argv=None) -> int:
     rng = random.Random(args.seed)
     priced = models()
     wanted = [part.lower() for part in args.only.split(",") if part] or [""]
-    model_list = [m for m in priced if any(part in m[0].lower() for part in wanted)]  # `--only kimi` finds moonshotai/Kimi-K3
+    from perfledger.estimator.models.config import model_config
+
+    # `--only kimi` finds moonshotai/Kimi-K3; `--only NemotronHForCausalLM` every config of that architecture
+    model_list = [m for m in priced if any(part in m[0].lower() or part == model_config(m[0]).architecture.lower()
+                                           for part in wanted)]
     if not model_list:
         ap.error(f"--only {args.only!r} matches no model the estimator prices; models: {', '.join(m for m, _ in priced)}")
     targets = deployments_targets()

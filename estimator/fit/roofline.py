@@ -142,3 +142,17 @@ def gdn_sol(forms, batch, seq, k_heads, v_heads, head_k, head_v, d_conv, chunk: 
         nbytes = nbytes + b * s * (2 * nk * hk + nv * hv) * (2 * dc + 4)
     mem = nbytes / bw * 1000.0
     return mem, np.zeros_like(mem), mem
+
+
+def mamba2_sol(form: str, tokens, nheads: int, head_dim: int, d_state: int, d_conv: int, n_groups: int, bw: float):
+    """Mamba-2 kernels, memory only (ops/mamba2.yaml): `conv` = (nheads·head_dim + 2·n_groups·d_state) channels ×
+    (2·d_conv + 4) bytes per token; `scan` = 4·nheads·head_dim + 2·nheads + 4·n_groups·d_state bytes per token."""
+    t = np.asarray(tokens, dtype=np.float64)
+    if form == "conv":
+        per_token = (nheads * head_dim + 2 * n_groups * d_state) * (2 * d_conv + 4)
+    elif form == "scan":
+        per_token = 4 * nheads * head_dim + 2 * nheads + 4 * n_groups * d_state
+    else:
+        raise ValueError(f"mamba2: unknown roofline form {form!r} (conv or scan)")
+    mem = t * per_token / bw * 1000.0
+    return mem, np.zeros_like(mem), mem

@@ -98,8 +98,9 @@ def resolve_model(model: str | ModelConfig) -> ModelConfig:
 
 
 def config_dims(config: dict, source: str, fields: dict[str, list], spec: str) -> dict[str, Any]:
-    """A YAML `dims` map (dim -> config keys tried in order, a number = default) resolved against an HF config,
-    its text_config first when nested; `spec` names the YAML in errors. head_dim 0 means hidden // heads."""
+    """A YAML `dims` map (dim -> config keys tried in order, `len(key)` a list's length, a number = default) resolved
+    against an HF config, its text_config first when nested; `spec` names the YAML in errors. head_dim 0 means
+    hidden // heads."""
     layers = [config.get("text_config") or {}, config]
     dims: dict[str, Any] = {}
     for dim, keys in fields.items():
@@ -107,7 +108,10 @@ def config_dims(config: dict, source: str, fields: dict[str, list], spec: str) -
             if not isinstance(key, str):
                 dims[dim] = key
                 break
-            hit = next((layer[key] for layer in layers if layer.get(key) is not None), None)
+            name = key[4:-1] if key.startswith("len(") and key.endswith(")") else key
+            hit = next((layer[name] for layer in layers if layer.get(name) is not None), None)
+            if name != key:  # len(name): the length of a list
+                hit = len(hit) if isinstance(hit, list) else None
             if hit is not None:
                 dims[dim] = hit
                 break

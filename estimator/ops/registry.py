@@ -15,13 +15,14 @@ from perfledger.estimator.ops.dsa.module import DsaContextModuleModel, DsaGenera
 from perfledger.estimator.ops.gdn import GdnModel
 from perfledger.estimator.ops.gemm.op import GemmModel
 from perfledger.estimator.ops.kda import KdaModel
+from perfledger.estimator.ops.mamba2 import Mamba2Model
 from perfledger.estimator.ops.mla.kernels import ContextMlaModel, GenerationMlaModel, MlaBmmModel
 from perfledger.estimator.ops.mla.module import ContextMlaModuleModel, GenerationMlaModuleModel
 from perfledger.estimator.ops.moe import MoeModel
 
 OP_MODELS = (GemmModel, MoeModel, NcclModel, CustomAllReduceModel, ContextAttentionModel, GenerationAttentionModel,
              ContextMlaModel, GenerationMlaModel, MlaBmmModel, KdaModel, ContextMlaModuleModel, GenerationMlaModuleModel,
-             DsaContextModuleModel, DsaGenerationModuleModel, GdnModel)
+             DsaContextModuleModel, DsaGenerationModuleModel, GdnModel, Mamba2Model)
 
 
 @cache

@@ -126,6 +126,11 @@ PARITY = [
     ("Qwen/Qwen3.5-397B-A17B", "gb200", "trtllm", "1.3.0rc20", 8, 1, 8),
     ("nvidia/Qwen3.5-397B-A17B-NVFP4", "b200_sxm", "vllm", "0.24.0", 4, 1, 4),
     ("nvidia/Qwen3.6-27B-NVFP4", "b200_sxm", "trtllm", "1.3.0rc20", 2, 1, 1),
+    # NemotronH: embedding replicated, two-matrix experts at the latent width, KV on every layer, no SSM state (0.12.0)
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h200_sxm", "trtllm", "1.3.0rc20", 2, 1, 2),
+    ("nvidia/Nemotron-H-56B-Base-8K", "h200_sxm", "sglang", "0.5.14", 4, 1, 1),
+    ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4", "b200_sxm", "trtllm", "1.3.0rc20", 8, 1, 8),
+    ("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4", "b200_sxm", "vllm", "0.24.0", 2, 1, 2),
 ]
 
 
