@@ -166,3 +166,24 @@ def test_missing_moe_rows_fail_loud_in_silicon(wheel_est):
         static(wheel_est, "deepseek-ai/DeepSeek-V4-Flash", d, batch=2, isl=500, osl=4)
     out = static(wheel_est, "deepseek-ai/DeepSeek-V4-Flash", d, batch=2, isl=500, osl=4, mode="hybrid")
     assert out["ttft_ms"] > out["context"]["attention"] > 0
+
+
+@pytest.mark.aic
+def test_kv_cache_per_sequence_equals_the_reference():
+    """Window-capped + compressed KV with the compressors' decode state: not linear in the sequence, equal 0.12.0's."""
+    from aiconfigurator_core.sdk.config_builders import build_model_config
+    from aiconfigurator_core.sdk.models import get_model
+
+    from perfledger.estimator.models.memory import footprint, sized_model
+    from tests.estimator.test_memory import system_doc
+
+    model = "deepseek-ai/DeepSeek-V4-Pro"
+    ref = get_model(model, build_model_config(tp_size=8, pp_size=1, attention_dp_size=1, moe_tp_size=1, moe_ep_size=8,
+                                              gemm_quant_mode=None, kvcache_quant_mode=None, fmha_quant_mode=None,
+                                              moe_quant_mode=None, comm_quant_mode=None), "sglang")
+    arch, sized = sized_model(resolve_model(model))
+    for seq in (1, 127, 129, 4099, 100_000):
+        ours = footprint(arch, sized, system_doc("b200_sxm"), "sglang", tp=8, moe_tp=1, moe_ep=8,
+                         quants={"gemm": "fp8_block", "moe": "w4a8_mxfp4_mxfp8", "kv": "fp8"}, batch=3, seq_tokens=seq,
+                         tokens=256).kv
+        assert ours == pytest.approx(3 * ref.get_kvcache_bytes_per_sequence(seq), rel=1e-12), seq

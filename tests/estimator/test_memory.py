@@ -121,6 +121,8 @@ PARITY = [
     ("nvidia/Kimi-K2.5-NVFP4", "b200_sxm", "vllm", "0.24.0", 4, 1, 4),
     ("deepseek-ai/DeepSeek-V3.2", "b200_sxm", "sglang", "0.5.14", 8, 1, 8),  # GLM-5's DSA terms
     ("nvidia/DeepSeek-V3.2-NVFP4", "gb200", "trtllm", "1.3.0rc20", 4, 4, 1),
+    ("deepseek-ai/DeepSeek-V4-Flash", "b200_sxm", "sglang", "0.5.14", 4, 1, 4),  # compressed KV, mHC, per-kind modules
+    ("nvidia/DeepSeek-V4-Pro-NVFP4", "gb200", "trtllm", "1.3.0rc23", 8, 8, 1),
 ]
 
 

@@ -35,7 +35,10 @@ class V4Dims:
     index_topk: int
     window: int
     kinds: tuple[tuple[str, int], ...]  # (attention kind, layer count), in the config's first-seen order
-    ratios: tuple[int, ...]  # the config's per-layer compress ratios (KV cache sizing)
+    ratios: tuple[int, ...]  # the decoder layers' compress ratios
+    csa_layers: int  # layers by their own ratio (memory.yaml sizes KV and weights by them): 4
+    hca_layers: int  # 128
+    swa_layers: int  # 0 (window KV only; their module priced as HCA)
     hc_mult: int
     sinkhorn_iters: int
 
@@ -55,7 +58,8 @@ def dims(model: ModelConfig, family: dict) -> V4Dims:
                                     f"(models.yaml compress_kinds: {', '.join(map(str, kinds_of))})")
     counts = Counter(kinds_of[r] for r in ratios)
     return V4Dims(int(cfg["o_lora_rank"]), int(cfg["o_groups"]), int(cfg["index_topk"]), int(cfg["sliding_window"]),
-                  tuple(counts.items()), ratios, int(cfg["hc_mult"]), int(cfg["hc_sinkhorn_iters"]))
+                  tuple(counts.items()), ratios, ratios.count(4), ratios.count(128), ratios.count(0), int(cfg["hc_mult"]),
+                  int(cfg["hc_sinkhorn_iters"]))
 
 
 def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
