@@ -140,9 +140,12 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
         raise MemoryModelError(f"{MEMORY_YAML.name} kv_bytes: unknown KV quant {kv_label!r}")
     names["kv_bytes"] = doc["kv_bytes"][kv_label]
     per_token = (evaluate(entry["kv_per_token_bytes"], names, f"{arch}.kv_per_token_bytes") if "kv_per_token_bytes" in entry
-                 else evaluate(entry["kv_per_token"], names, f"{arch}.kv_per_token") * names["kv_bytes"])
+                 else evaluate(entry["kv_per_token"], names, f"{arch}.kv_per_token") * names["kv_bytes"]
+                 if "kv_per_token" in entry else 0.0)
     per_request = evaluate(entry["kv_per_request"], names, f"{arch}.kv_per_request") if "kv_per_request" in entry else 0.0
     kv = batch * (seq_tokens * per_token + per_request)
+    if "kv_per_sequence_bytes" in entry:  # a KV cache not linear in the sequence (DeepSeek-V4: window + compressed)
+        kv += batch * evaluate(entry["kv_per_sequence_bytes"], {**names, "seq": seq_tokens}, f"{arch}.kv_per_sequence_bytes")
     be, tp8 = doc["backends"][backend], min(tp, 8)
     coeffs = be["coefficients"].get(entry["family"], be["coefficients"]["default"])
     width = dims.heads * dims.head_dim

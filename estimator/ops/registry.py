@@ -12,6 +12,8 @@ from perfledger.estimator.ops.attention.generation import GenerationAttentionMod
 from perfledger.estimator.ops.base import OpModel
 from perfledger.estimator.ops.comm import NcclModel
 from perfledger.estimator.ops.dsa.module import DsaContextModuleModel, DsaGenerationModuleModel
+from perfledger.estimator.ops.dsv4.mhc import MhcModuleModel
+from perfledger.estimator.ops.dsv4.module import Dsv4ContextModuleModel, Dsv4GenerationModuleModel
 from perfledger.estimator.ops.gdn import GdnModel
 from perfledger.estimator.ops.gemm.op import GemmModel
 from perfledger.estimator.ops.kda import KdaModel
@@ -22,7 +24,8 @@ from perfledger.estimator.ops.moe import MoeModel
 
 OP_MODELS = (GemmModel, MoeModel, NcclModel, CustomAllReduceModel, ContextAttentionModel, GenerationAttentionModel,
              ContextMlaModel, GenerationMlaModel, MlaBmmModel, KdaModel, ContextMlaModuleModel, GenerationMlaModuleModel,
-             DsaContextModuleModel, DsaGenerationModuleModel, GdnModel, Mamba2Model)
+             DsaContextModuleModel, DsaGenerationModuleModel, GdnModel, Mamba2Model, Dsv4ContextModuleModel,
+             Dsv4GenerationModuleModel, MhcModuleModel)
 
 
 @cache

@@ -131,6 +131,8 @@ PARITY = [
     ("nvidia/Nemotron-H-56B-Base-8K", "h200_sxm", "sglang", "0.5.14", 4, 1, 1),
     ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4", "b200_sxm", "trtllm", "1.3.0rc20", 8, 1, 8),
     ("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4", "b200_sxm", "vllm", "0.24.0", 2, 1, 2),
+    ("deepseek-ai/DeepSeek-V4-Flash", "b200_sxm", "sglang", "0.5.14", 4, 1, 4),  # compressed KV, mHC, per-kind modules
+    ("nvidia/DeepSeek-V4-Pro-NVFP4", "gb200", "trtllm", "1.3.0rc23", 8, 8, 1),
 ]
 
 

@@ -2,6 +2,7 @@
 expert, every layer, as aiconfigurator-core 0.12.0 prices it.
 
 - embedding, the two add-norms and the logits GEMM (bf16, at m = batch) around `attention`, the plan's own ops;
+- `ffn_ops`, the MoE half alone (DeepSeek-V4's plan wraps it in its own mHC / norm ops), which is:
 - the shared expert's GEMMs at `shared_inter` per GPU (bf16 where the checkpoint excludes shared experts), the
   router GEMM in bf16, the MoE dispatch / combine as the custom allreduce over the MoE group (under attention DP:
   the experts run every rank's tokens, the dispatch is the backend's collective, gqa.moe_dispatch);
@@ -19,18 +20,15 @@ from perfledger.estimator.models.priced import PricedModel
 Op = tuple[str, str, dict, float]
 
 
-def layer_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, shared_inter: int,
-              attention: Callable[[dict, Callable[[int, int, str], dict]], list[Op]]) -> list[Op]:
-    """(name, op, query, scale) of one forward pass at `tokens` tokens; `attention(base, gemm)` gives the plan's
-    attention ops (base: the slice keys; gemm(n, k, quant): a GEMM query at `tokens`)."""
+def ffn_ops(m: PricedModel, d, tokens: int, context: bool, shared_inter: int, shared_q: str) -> list[Op]:
+    """The MoE half of a layer: the shared expert (`shared_inter` per GPU at `shared_q`), the bf16 router, the
+    dispatch / combine allreduce around the routed MoE; decode overlaps the routed branch with the shared expert."""
     dims, family = m.dims, m.family
     h, L = dims.hidden, dims.layers
     base = {"system": d.system, "backend": d.backend, "version": d.version}
     gemm = lambda n, k, quant: {**base, "quant": quant, "m": tokens, "n": n, "k": k}  # noqa: E731
-    mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
-    shared_q = "bfloat16" if m.unquantized.shared else d.gemm_quant
     shared = [("shared_gate_up_gemm", "gemm", gemm(2 * shared_inter, h, shared_q), L),
-              ("shared_act_gate", "mem", mem(2 * shared_inter, shared_inter), L),
+              ("shared_act_gate", "mem", {"bytes": elementwise_bytes(2 * shared_inter, shared_inter, tokens)}, L),
               ("shared_ffn2_gemm", "gemm", gemm(h, shared_inter, shared_q), L)]
     moe = {**base, "quant": d.moe_quant, "distribution": family["distribution"], "gated": True, "topk": dims.topk,
            "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
@@ -38,10 +36,23 @@ def layer_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, shared_
     routed = [("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L),
               ("moe_pre_dispatch", *moe_dispatch(d, tokens, h, "pre"), L), ("moe", "moe", moe, L),
               ("moe_post_dispatch", *moe_dispatch(d, tokens, h, "post"), L)]
+    return shared + routed if context else [("moe_overlap", "overlap", {"groups": [routed, shared]}, 1)]
+
+
+def layer_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, shared_inter: int,
+              attention: Callable[[dict, Callable[[int, int, str], dict]], list[Op]]) -> list[Op]:
+    """(name, op, query, scale) of one forward pass at `tokens` tokens; `attention(base, gemm)` gives the plan's
+    attention ops (base: the slice keys; gemm(n, k, quant): a GEMM query at `tokens`)."""
+    dims = m.dims
+    h, L = dims.hidden, dims.layers
+    base = {"system": d.system, "backend": d.backend, "version": d.version}
+    gemm = lambda n, k, quant: {**base, "quant": quant, "m": tokens, "n": n, "k": k}  # noqa: E731
+    mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
+    shared_q = "bfloat16" if m.unquantized.shared else d.gemm_quant
     ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
            ("add_norm_1", "mem", mem(2 * h, 2 * h), L),
            *attention(base, gemm),
-           ("add_norm_2", "mem", mem(2 * h, 2 * h), L)]
-    ops += shared + routed if context else [("moe_overlap", "overlap", {"groups": [routed, shared]}, 1)]
+           ("add_norm_2", "mem", mem(2 * h, 2 * h), L),
+           *ffn_ops(m, d, tokens, context, shared_inter, shared_q)]
     ops.append(("logits_gemm", "gemm", {**gemm(dims.vocab // d.tp, h, "bfloat16"), "m": batch}, 1))
     return ops
