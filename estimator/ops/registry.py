@@ -12,6 +12,7 @@ from perfledger.estimator.ops.attention.generation import GenerationAttentionMod
 from perfledger.estimator.ops.base import OpModel
 from perfledger.estimator.ops.comm import NcclModel
 from perfledger.estimator.ops.dsa.module import DsaContextModuleModel, DsaGenerationModuleModel
+from perfledger.estimator.ops.dsa.msa import MsaContextModuleModel, MsaGenerationModuleModel
 from perfledger.estimator.ops.gemm.op import GemmModel
 from perfledger.estimator.ops.kda import KdaModel
 from perfledger.estimator.ops.mla.kernels import ContextMlaModel, GenerationMlaModel, MlaBmmModel
@@ -20,7 +21,7 @@ from perfledger.estimator.ops.moe import MoeModel
 
 OP_MODELS = (GemmModel, MoeModel, NcclModel, CustomAllReduceModel, ContextAttentionModel, GenerationAttentionModel,
              ContextMlaModel, GenerationMlaModel, MlaBmmModel, KdaModel, ContextMlaModuleModel, GenerationMlaModuleModel,
-             DsaContextModuleModel, DsaGenerationModuleModel)
+             DsaContextModuleModel, DsaGenerationModuleModel, MsaContextModuleModel, MsaGenerationModuleModel)
 
 
 @cache

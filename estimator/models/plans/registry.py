@@ -16,7 +16,7 @@ from typing import Any
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, model_dims, resolve_model
 from perfledger.estimator.models.config_expr import ConfigExprError
-from perfledger.estimator.models.plans import deepseek, gemma4, glm5, gqa, hybrid_moe, kimi_k3, nas
+from perfledger.estimator.models.plans import deepseek, gemma4, glm5, gqa, hybrid_moe, kimi_k3, minimax_m3, nas
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.quant.checkpoint import unquantized_parts
 
@@ -37,6 +37,7 @@ PLANS = {
     "hybrid_moe": LayerPlan(hybrid_moe.ops, dims=hybrid_moe.dims, check=gqa.check),
     "nas": LayerPlan(nas.ops, dims=nas.dims),
     "gemma4": LayerPlan(gemma4.ops, dims=gemma4.dims, check=gemma4.check),
+    "minimax_m3": LayerPlan(minimax_m3.ops),
 }
 
 
