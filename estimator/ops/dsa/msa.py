@@ -10,8 +10,8 @@ heads / batch / tokens / quants on the transfer architecture (dsa.yaml `msa_roof
 Roofline per batch element, for n new tokens after p cached ones (decode: n = 1 over the s - 1 cached keys, which
 are then the context length), H query / K kv heads, T = index_topk:
 - math: projection GEMMs at the GEMM quant's rate, 2·n·hidden·((H + K)·(qk + v) + index heads·dim); at the bf16
-  rate 2·H·(qk + v) per attended (query, key) pair (the DSA n²/2 convention), (qk + v)·H per token, and when the
-  context exceeds T the indexer's index heads·dim per token and context block;
+  rate 2·H·(qk + v) per attended (query, key) pair (the DSA n²/2 convention) and (qk + v)·H per token; when the
+  context exceeds T, the indexer's 2·index heads·dim per token and context block at the fp8 rate;
 - memory: those weights at the GEMM quant's bytes, and per batch element the bf16 q / o activations
   2·H·(qk + v) per token, the KV K·(qk + v) at the KV bytes per key up to T, and the index cache per context block
   when the indexer runs.
@@ -34,7 +34,7 @@ def geometry(architecture: str) -> dict:
 
 
 def msa_module_sol(g: dict, heads, kv_heads, batch, n, prefix, *, decode: bool, gemm_bytes: float, kv_bytes: float,
-                   gemm_flops: float, bf16_flops: float, bw: float):
+                   gemm_flops: float, bf16_flops: float, fp8_flops: float, bw: float):
     """(sol, sol_math, sol_mem) in ms, vectorised over heads / batch / n / prefix (see the module docstring)."""
     h, kv, b, n, p = (np.asarray(a, dtype=np.float64) for a in (heads, kv_heads, batch, n, prefix))
     width, t = g["head_dim"] + g["v_head"], float(g["index_topk"])
@@ -43,8 +43,9 @@ def msa_module_sol(g: dict, heads, kv_heads, batch, n, prefix, *, decode: bool, 
     blocks = np.ceil(context / g["block"])
     index = g["index_heads"] * g["index_head_dim"]
     params = g["hidden"] * ((h + kv) * width + index)
-    bf16 = 2 * h * width * _pairs(n, p, t) + width * h * n + np.where(indexer, index * n * blocks, 0.0)
-    math = b * (2 * n * params / gemm_flops + bf16 / bf16_flops) * 1000.0
+    bf16 = 2 * h * width * _pairs(n, p, t) + width * h * n
+    scores = np.where(indexer, 2 * index * n * blocks, 0.0)
+    math = b * (2 * n * params / gemm_flops + bf16 / bf16_flops + scores / fp8_flops) * 1000.0
     per_batch = (2 * h * width * n + kv * width * kv_bytes * np.minimum(context, t)
                  + np.where(indexer, g["index_block_bytes"] * blocks, 0.0))
     mem = (gemm_bytes * params + b * per_batch) / bw * 1000.0
@@ -64,7 +65,7 @@ class _Msa:
         spec, flops = est.spec(key["system"]), _config()["roofline_quants"]["flops_dtype"]
         kw = dict(decode=self.phase == "generation", gemm_bytes=_bytes(key["gemm_quant"]), kv_bytes=_bytes(key["kv_quant"]),
                   gemm_flops=spec.tc_flops(flops.get(key["gemm_quant"], "bfloat16")),
-                  bf16_flops=spec.tc_flops("bfloat16"), bw=spec.mem_bw)
+                  bf16_flops=spec.tc_flops("bfloat16"), fp8_flops=spec.tc_flops("fp8"), bw=spec.mem_bw)
         g = geometry(key["architecture"])
         return lambda h, b, n, p: msa_module_sol(g, h, key["kv_heads"], b, n, p, **kw)[0]
 
