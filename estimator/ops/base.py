@@ -13,7 +13,7 @@ import numpy as np
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 
 MODES = ("silicon", "hybrid", "empirical", "sol")
-TIERS = ("sol", "silicon", "empirical", "xshape", "xquant", "xprofile")
+TIERS = ("sol", "silicon", "empirical", "xshape", "xquant", "xprofile", "xop")  # xop: another op's util (MSA <- DSA)
 
 
 class Queries(dict):

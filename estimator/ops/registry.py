@@ -12,6 +12,7 @@ from perfledger.estimator.ops.attention.generation import GenerationAttentionMod
 from perfledger.estimator.ops.base import OpModel
 from perfledger.estimator.ops.comm import NcclModel
 from perfledger.estimator.ops.dsa.module import DsaContextModuleModel, DsaGenerationModuleModel
+from perfledger.estimator.ops.dsa.msa import MsaContextModuleModel, MsaGenerationModuleModel
 from perfledger.estimator.ops.dsv4.mhc import MhcModuleModel
 from perfledger.estimator.ops.dsv4.module import Dsv4ContextModuleModel, Dsv4GenerationModuleModel
 from perfledger.estimator.ops.gdn import GdnModel
@@ -25,7 +26,8 @@ from perfledger.estimator.ops.moe import MoeModel
 OP_MODELS = (GemmModel, MoeModel, NcclModel, CustomAllReduceModel, ContextAttentionModel, GenerationAttentionModel,
              ContextMlaModel, GenerationMlaModel, MlaBmmModel, KdaModel, ContextMlaModuleModel, GenerationMlaModuleModel,
              DsaContextModuleModel, DsaGenerationModuleModel, GdnModel, Mamba2Model, Dsv4ContextModuleModel,
-             Dsv4GenerationModuleModel, MhcModuleModel)
+             Dsv4GenerationModuleModel, MhcModuleModel,
+             MsaContextModuleModel, MsaGenerationModuleModel)
 
 
 @cache

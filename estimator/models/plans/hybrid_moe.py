@@ -7,8 +7,11 @@ config's window (Llama-4's chunked attention is priced as a window of `attention
 `attention` entry over all types. No TP allreduce on the attention or dense paths and no embedding allreduce (as
 0.12.0 prices this family); the MoE dispatch is the custom allreduce on the MoE group; logits in bfloat16 in both
 phases. Which layer is which comes from the config through the models.yaml family (`attention_layers`,
-`moe_layers`); optional parts: a banded geometry of its own (`banded_geometry`), a head-wise attention gate
-(`head_gate`), q/k norm, and a shared expert (`shared_expert`) priced as a dense FFN on every MoE layer.
+`moe_layers`); optional parts: a banded geometry of its own (`banded_geometry`: a config block holding the banded
+heads / head dim; `geometry`: flat config keys per layer type, MiMo-V2-Flash's banded kv heads and head dims and each
+type's value head dim), a head-wise attention gate (`head_gate`), q/k norm, and a shared expert (`shared_expert`)
+priced as a dense FFN on every MoE layer. A geometry field the config leaves unset falls back to the model's own
+(the value head dim of either type to the model's head_dim, as 0.12.0 does).
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ class HybridDims:
     moe: tuple[bool, ...]  # per layer: routed MoE (True) or dense FFN
     window: int  # banded layers' window
     banded_heads: int  # banded layers' query heads (the model's where the config sets none)
-    banded_head_dim: int
+    banded_head_dim: int  # banded layers' q/k head dim
+    banded_kv_heads: int
+    banded_v_head_dim: int
+    global_v_head_dim: int
     dense_inter: int  # dense FFN width
     shared_inter: int  # shared-expert width on MoE layers (0: none)
     head_gate: bool
@@ -42,20 +48,25 @@ def _first(t: dict, keys: list, default=0):
 def dims(model: ModelConfig, family: dict) -> HybridDims:
     """Layer types from the config (text_config) by the family's rules: `attention_layers` is `alternate` (even
     layers banded, odd global) or `{layer_types: <full marker>}` (the config's list, trimmed to the decoder's layers);
-    `moe_layers` is `{every: <config key>}` (layer i is MoE when (i + 1) % step == 0) or `{enum: <key>,
-    first_dense: <key>}` (listed indices, else all but the first k)."""
+    `{pattern: <key>}` (the config's per-layer 0/1 list, 1 global); `moe_layers` is `{every: <config key>}` (layer i
+    is MoE when (i + 1) % step == 0), `{enum: <key>, first_dense: <key>}` (listed indices, else all but the first k)
+    or `{pattern: <key>}` (a per-layer 0/1 list, 1 MoE; a single value repeats on every layer)."""
     t, where = model.text, f"{model.path}"
     layers = int(t["num_hidden_layers"])
     rule = family["attention_layers"]
     if rule == "alternate":
         global_attention = tuple(i % 2 == 1 for i in range(layers))
+    elif "pattern" in rule:
+        global_attention = _pattern(t, rule["pattern"], layers, where)
     else:
         kinds = list(t.get("layer_types") or [])[:layers]
         if len(kinds) != layers:
             raise EstimatorError(f"{where}: layer_types holds {len(kinds)} entries for {layers} layers")
         global_attention = tuple(k == rule["layer_types"] for k in kinds)
     rule = family["moe_layers"]
-    if "every" in rule:
+    if "pattern" in rule:
+        moe = _pattern(t, rule["pattern"], layers, where)
+    elif "every" in rule:
         step = int(t.get(rule["every"]) or 1)
         moe = tuple((i + 1) % step == 0 for i in range(layers))
     else:
@@ -70,11 +81,25 @@ def dims(model: ModelConfig, family: dict) -> HybridDims:
     other = (t.get(family["banded_geometry"]) or {}) if family.get("banded_geometry") else {}
     heads = int(t["num_attention_heads"])
     head_dim = int(t.get("head_dim") or t["hidden_size"] // heads)
+    kv_heads = int(t.get("num_key_value_heads") or heads)
+    geo = {field: int(t.get(key) or 0) for field, key in (family.get("geometry") or {}).items()}
     return HybridDims(global_attention, moe, int(_first(t, family["window"])),
-                      int(other.get("num_attention_heads") or heads), int(other.get("head_dim") or head_dim),
+                      int(other.get("num_attention_heads") or heads), int(other.get("head_dim") or geo.get("banded_head_dim")
+                                                                          or head_dim),
+                      geo.get("banded_kv_heads") or kv_heads, geo.get("banded_v_head_dim") or head_dim,
+                      geo.get("global_v_head_dim") or head_dim,
                       int(_first(t, family.get("dense_inter", [])) or t.get("intermediate_size") or 0),
                       int(_first(t, family.get("shared_expert", []))) if family.get("shared_expert") else 0,
                       bool(t.get(family["head_gate"], False)) if family.get("head_gate") else False)
+
+
+def _pattern(t: dict, key: str, layers: int, where: str) -> tuple[bool, ...]:
+    """A per-layer 0/1 config list as flags (one value: every layer); a wrong length or value names the key."""
+    raw = t.get(key)
+    values = list(raw) if isinstance(raw, (list, tuple)) else [raw] * layers
+    if len(values) != layers or any(v not in (0, 1) for v in values):
+        raise EstimatorError(f"{where}: {key} must hold {layers} entries of 0 / 1, got {raw!r}")
+    return tuple(v == 1 for v in values)
 
 
 # (prefix of the layer type's ops, global attention, MoE FFN), in the order 0.12.0 emits them
@@ -89,8 +114,7 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
     gemm = lambda n, k, quant=None, lp=False: {**base, "quant": quant or d.gemm_quant, "m": tokens, "n": n, "k": k,  # noqa: E731
                                                "low_precision_input": lp}
     mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
-    kv_heads = -(-dims.kv_heads // tp)
-    attn_base = {**base, "kv_quant": d.kv_quant, "kv_heads": kv_heads, "batch": batch, "lane_defaults": True}
+    attn_base = {**base, "kv_quant": d.kv_quant, "batch": batch, "lane_defaults": True}
     attn_base = ({**attn_base, "fmha_quant": d.fmha_quant, "isl": seq, "qk_norm": bool(family.get("qk_norm", False))}
                  if context else {**attn_base, "seq": seq})
     moe = {**base, "quant": d.moe_quant, "distribution": family["distribution"], "gated": True, "topk": dims.topk,
@@ -102,11 +126,15 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
         count = sum(g == is_global and e == is_moe for g, e in zip(own.global_attention, own.moe, strict=True))
         if not count:
             continue
-        heads, head_dim = (dims.heads, dims.head_dim) if is_global else (own.banded_heads, own.banded_head_dim)
-        q_heads, proj_in = heads // tp, heads * head_dim // tp
-        attn = {**attn_base, "heads": q_heads, "head_dim": head_dim, "window": 0 if is_global else own.window}
+        heads, head_dim, kv_heads, v_dim = ((dims.heads, dims.head_dim, dims.kv_heads, own.global_v_head_dim) if is_global
+                                            else (own.banded_heads, own.banded_head_dim, own.banded_kv_heads,
+                                                  own.banded_v_head_dim))
+        kv_heads = -(-kv_heads // tp)
+        q_heads, proj_in = heads // tp, heads * v_dim // tp
+        attn = {**attn_base, "heads": q_heads, "kv_heads": kv_heads, "head_dim": head_dim,
+                "window": 0 if is_global else own.window}
         out += [(f"{prefix}_attn_norm", "mem", mem(2 * h, 2 * h), count),
-                (f"{prefix}_qkv_gemm", "gemm", gemm(proj_in + kv_heads * 2 * head_dim, h), count),
+                (f"{prefix}_qkv_gemm", "gemm", gemm(heads * head_dim // tp + kv_heads * (head_dim + v_dim), h), count),
                 ("attention", "attention" if context else "generation_attention", attn, count)]
         if own.head_gate:
             out += [(f"{prefix}_attn_gate_gemm", "gemm", gemm(q_heads, h), count),

@@ -16,8 +16,8 @@ from typing import Any
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, model_dims, resolve_model
 from perfledger.estimator.models.config_expr import ConfigExprError
-from perfledger.estimator.models.plans import (deepseek, deepseek_v4, gemma4, glm5, gqa, hybrid_moe, kimi_k3, nas, nemotron_h,
-                                               qwen35)
+from perfledger.estimator.models.plans import (deepseek, deepseek_v4, gemma4, glm5, gqa, hybrid_moe, kimi_k3, minimax_m3, nas,
+                                               nemotron_h, qwen35)
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.quant.checkpoint import unquantized_parts
 
@@ -41,6 +41,7 @@ PLANS = {
     "qwen35": LayerPlan(qwen35.ops, dims=qwen35.dims, check=qwen35.check),
     "nemotron_h": LayerPlan(nemotron_h.ops, dims=nemotron_h.dims, check=gqa.check),
     "deepseek_v4": LayerPlan(deepseek_v4.ops, dims=deepseek_v4.dims),
+    "minimax_m3": LayerPlan(minimax_m3.ops),
 }
 
 

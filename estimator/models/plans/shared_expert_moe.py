@@ -40,15 +40,17 @@ def ffn_ops(m: PricedModel, d, tokens: int, context: bool, shared_inter: int, sh
 
 
 def layer_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, shared_inter: int,
-              attention: Callable[[dict, Callable[[int, int, str], dict]], list[Op]]) -> list[Op]:
+              attention: Callable[[dict, Callable[[int, int, str], dict]], list[Op]], shared_quant: str | None = None
+              ) -> list[Op]:
     """(name, op, query, scale) of one forward pass at `tokens` tokens; `attention(base, gemm)` gives the plan's
-    attention ops (base: the slice keys; gemm(n, k, quant): a GEMM query at `tokens`)."""
+    attention ops (base: the slice keys; gemm(n, k, quant): a GEMM query at `tokens`); `shared_quant`: the shared
+    expert's GEMM quant where the plan fixes it (else bf16 when the checkpoint excludes shared experts)."""
     dims = m.dims
     h, L = dims.hidden, dims.layers
     base = {"system": d.system, "backend": d.backend, "version": d.version}
     gemm = lambda n, k, quant: {**base, "quant": quant, "m": tokens, "n": n, "k": k}  # noqa: E731
     mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
-    shared_q = "bfloat16" if m.unquantized.shared else d.gemm_quant
+    shared_q = shared_quant or ("bfloat16" if m.unquantized.shared else d.gemm_quant)
     ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
            ("add_norm_1", "mem", mem(2 * h, 2 * h), L),
            *attention(base, gemm),

@@ -47,6 +47,7 @@ def _bytes(quant: str) -> float:
 
 class _DsaModule(OpModel):
     phase = ""
+    lanes = "module"  # dsa.yaml section naming the op_name rows per phase
     axes: tuple[str, ...] = ()
     defaults = {"architecture": "GlmMoeDsaForCausalLM", "full_frac": 1.0}
 
@@ -67,7 +68,7 @@ class _DsaModule(OpModel):
         raise EmpiricalUnavailableError(f"{self.name}: 0.12.0 has no EMPIRICAL estimate for the DSA module")
 
     def _grid(self, est, key, indexer: str):
-        lane = _lanes()[self.phase]
+        lane = _config()[self.lanes][self.phase]
         filters = {"architecture": key["architecture"], "op_name": lane[indexer], "kv_cache_dtype": key["kv_quant"],
                    "gemm_type": key["gemm_quant"]}
 
@@ -82,8 +83,7 @@ class _DsaModule(OpModel):
             sol = self._roofline(est, key, indexer)
             return rows_grid(rows, self.axes, lambda c: float(sol(c["num_heads"], c["batch_size"], *self._tokens(c))))
 
-        return est.memo(("dsa_module", self.phase, indexer, key["system"], key["backend"], key["version"],
-                         *filters.values()), build)
+        return est.memo(("dsa_module", self.name, indexer, *(key[k] for k in self.group_keys)), build)
 
     def _has_skip_rows(self, est, key) -> bool:
         """0.12.0 blends only where the table holds skip-indexer rows at all; without any it prices every layer full."""
