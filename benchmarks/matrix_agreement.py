@@ -24,15 +24,19 @@ FACTS = re.compile(r"InsufficientMemoryError|KVCacheCapacityError|Missing silico
                    r"NoFeasibleConfigError|CP requires|No custom_allreduce silicon data|does not support FP\d", re.I)
 
 
-def bucket(d: dict) -> str:
-    """One disagreement (explain.model_disagreements row) -> why the two sides differ."""
+def bucket(d: dict, wheel_cells: frozenset = frozenset()) -> str:
+    """One disagreement (explain.model_disagreements row) -> why the two sides differ. `wheel_cells`: the
+    (system, backend, version) the wheel's own matrix lists (0.12.0 on the data our warehouse holds)."""
     ours, theirs, msg, their_msg = d["ours"], d["imported"], d["reason"] or "", d["imported_reason"] or ""
+    cell = (d["System"], d["Backend"], d["Version"])
     if ours == "FAIL" and msg.startswith(("agg search: search refused", "disagg search: search refused")):
         return f"ours: {msg.split(':')[0]} refused by our search (architecture/layout not priced yet)"
     if ours == "FAIL" and msg.startswith("lane "):
         return "ours (one-replica heuristic): a lane without collected rows at that version"
     if ours == "FAIL" and re.search(r"no \w+ rows for \S+ in the warehouse", msg):
         return "our data differs: no rows at that version dir in our warehouse"
+    if ours == "FAIL" and "missing data" in msg and wheel_cells and cell not in wheel_cells:
+        return "our data differs: a partial version dir (a slice missing; the wheel's own matrix does not list it)"
     if theirs == "FAIL" and their_msg and not FACTS.search(their_msg):
         crash = their_msg.split("Last exception: ")[-1].split(" for op")[0][:60]
         return f"reference crashed (Traceback: {crash}), not a model fact"
@@ -48,7 +52,16 @@ def bucket(d: dict) -> str:
     return f"other ({theirs} vs ours {ours})"
 
 
-def measure(wh, label: str, imported, models=MODELS) -> dict:
+def wheel_cells() -> frozenset:
+    """(system, backend, version) of the wheel's own support matrix (0.12.0's answer on the wheel's data)."""
+    from perfledger import settings
+    from perfledger.ledger.matrix.reader import read_matrix
+
+    frame = read_matrix(settings.aic_package_dir() / "systems" / "support_matrix")
+    return frozenset(frame.select("System", "Backend", "Version").unique().iter_rows())
+
+
+def measure(wh, label: str, imported, models=MODELS, cells: frozenset = frozenset()) -> dict:
     from perfledger.ledger.matrix.explain import model_disagreements
     from perfledger.ledger.matrix.store import resolve
 
@@ -58,7 +71,7 @@ def measure(wh, label: str, imported, models=MODELS) -> dict:
         result = model_disagreements(ours, imported, model)
         buckets: dict[str, int] = {}
         for d in result["disagree"]:
-            b = bucket(d)
+            b = bucket(d, cells)
             buckets[b] = buckets.get(b, 0) + 1
         shared = result["agree"] + len(result["disagree"])
         out[model] = {"shared": shared, "agree": result["agree"], "disagree": len(result["disagree"]),
@@ -80,7 +93,8 @@ def main() -> None:
     args = ap.parse_args()
     wh = Warehouse(resolve_root(args.warehouse))
     imported = read_matrix(Path(args.imported))
-    results = {label: measure(wh, label, imported) for label in args.ours}
+    cells = wheel_cells()
+    results = {label: measure(wh, label, imported, cells=cells) for label in args.ours}
     if args.json:
         print(json.dumps(results, indent=1))
         return
