@@ -145,14 +145,14 @@ def worker_memory(mm: MemoryModel, backend: dict, p: Parallel, b: int, ctx: int,
 
 
 def sweep_points(mm: MemoryModel, backend: dict, p: Parallel, isl: int, osl: int, nextn: int,
-                 progress: float = 1.0) -> tuple[list[Point], bool, bool]:
+                 progress: float = 1.0, batches: list[int] | None = None) -> tuple[list[Point], bool, bool]:
     """The operating points of one configuration 0.12.0 evaluates, in its order: (points, some point fit the
     model, some point fit model and KV). A batch's larger context budgets are skipped after the first that does
     not fit; points whose decode share repeats an already seen balanced share are skipped (not under speculative
-    progress, where 0.12.0 evaluates every point)."""
+    progress, where 0.12.0 evaluates every point). `batches`: only these sizes (feasibility's batch-1 witness)."""
     budgets, capped, out = ctx_budgets(isl), [], []
     saw_model = saw_kv = False
-    for b in batch_sizes():
+    for b in batch_sizes() if batches is None else batches:
         for ctx in budgets:
             chunk = ceil(ctx / isl)
             if b - chunk < 0 or (b > 1 and b - chunk < 1):
@@ -172,17 +172,23 @@ def sweep_points(mm: MemoryModel, backend: dict, p: Parallel, isl: int, osl: int
     return out, saw_model, saw_kv
 
 
-def _price_or_miss(est, op_lists: list, spec, mode: str) -> list[dict | None]:
-    """price_many, and where a batch misses, each list alone (a point without data is skipped, not the search)."""
+def _price_or_miss(est, op_lists: list, spec, mode: str, tiers: list[set] | None = None,
+                   misses: list[str] | None = None) -> list[dict | None]:
+    """price_many, and where a batch misses, each list alone (a point without data is skipped, not the search);
+    `tiers` (one set per list) collects source tiers, `misses` the error of each list that missed."""
     try:
-        return price_many(est, op_lists, spec, mode)
+        return price_many(est, op_lists, spec, mode, tiers)
     except EstimatorError:
         out = []
-        for ops in op_lists:
+        for i, ops in enumerate(op_lists):
+            if tiers is not None:
+                tiers[i].clear()
             try:
-                out.append(price_many(est, [ops], spec, mode)[0])
-            except EstimatorError:
+                out.append(price_many(est, [ops], spec, mode, None if tiers is None else [tiers[i]])[0])
+            except EstimatorError as exc:
                 out.append(None)
+                if misses is not None:
+                    misses.append(str(exc))
         return out
 
 
@@ -198,10 +204,16 @@ class AggPlan:
     warnings: list[str] = field(default_factory=list)
     reason: str | None = None
     steps: dict = field(default_factory=dict)  # (parallel label, batch, ctx_tokens) -> {"mixed", "decode"} op ms
+    tiers: dict = field(default_factory=dict)  # with_tiers: the same keys -> source tiers of the point's ops
+    misses: list[str] = field(default_factory=list)  # with_tiers: why step lists could not be priced
 
 
-def agg_search(est, q: Question, *, top_n: int | None = None) -> AggPlan:
-    """Answer the agg half of a planning question over `est`'s data (see the module docstring)."""
+def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int] | None = None,
+               with_tiers: bool = False) -> AggPlan:
+    """Answer the agg half of a planning question over `est`'s data (see the module docstring).
+
+    batches: sweep only these batch sizes (plan/feasible.py's cheap witness); with_tiers: also record each point's
+    op source tiers and the pricing misses (the support matrix grades a row by them)."""
     q = resolve_version(est.source, q)
     backend = rules()["backends"].get(q.backend)
     if backend is None:
@@ -230,7 +242,7 @@ def agg_search(est, q: Question, *, top_n: int | None = None) -> AggPlan:
             warnings.append(f"{p.label}: skipped ({exc})")
             continue
         deploys[p] = d
-        found, fit_model, fit_kv = sweep_points(mm, backend, p, q.isl, q.osl, q.nextn, q.decode_progress)
+        found, fit_model, fit_kv = sweep_points(mm, backend, p, q.isl, q.osl, q.nextn, q.decode_progress, batches)
         points += found
         saw_model |= fit_model
         saw_kv |= fit_kv
@@ -240,10 +252,13 @@ def agg_search(est, q: Question, *, top_n: int | None = None) -> AggPlan:
     lists = [mixed_step(m, deploys[p], ctx_tokens=c, gen_requests=g, isl=q.isl, osl=q.osl, prefix=q.prefix)
              for p, c, g in mixed_keys]
     lists += [decode_step(m, deploys[p], gen_requests=g, isl=q.isl, osl=q.osl) for p, g in decode_keys]
-    priced = _price_or_miss(est, lists, spec, mode)
+    tiers, misses = ([set() for _ in lists], []) if with_tiers else (None, None)
+    priced = _price_or_miss(est, lists, spec, mode, tiers, misses)
     mixed = dict(zip(mixed_keys, priced[:len(mixed_keys)], strict=True))
     decode = dict(zip(decode_keys, priced[len(mixed_keys):], strict=True))
-    rows, steps = [], {}
+    mixed_tiers = dict(zip(mixed_keys, tiers[:len(mixed_keys)], strict=True)) if tiers else {}
+    decode_tiers = dict(zip(decode_keys, tiers[len(mixed_keys):], strict=True)) if tiers else {}
+    rows, steps, point_tiers = [], {}, {}
     for pt in points:
         s = pt.schedule
         mix_ops = mixed[(pt.parallel, pt.ctx_tokens, s.mix_gen)]
@@ -251,12 +266,15 @@ def agg_search(est, q: Question, *, top_n: int | None = None) -> AggPlan:
         if mix_ops is None or dec_ops is None:
             continue
         steps[(pt.parallel.label, pt.batch, pt.ctx_tokens)] = {"mixed": mix_ops, "decode": dec_ops}
+        if with_tiers:
+            point_tiers[(pt.parallel.label, pt.batch, pt.ctx_tokens)] = frozenset(
+                mixed_tiers[(pt.parallel, pt.ctx_tokens, s.mix_gen)] | decode_tiers.get((pt.parallel, s.decode_requests), set()))
         row = _metrics(backend, m.dims.layers, q, pt, sum(mix_ops.values()), sum(dec_ops.values()))
         if row["ttft_ms"] <= q.ttft:
             rows.append(row)
     frame = pl.DataFrame(rows, schema=_schema()) if rows else pl.DataFrame(schema=_schema())
     plan = select(frame, q, top_n=top_n)
-    plan.warnings, plan.steps = warnings + plan.warnings, steps
+    plan.warnings, plan.steps, plan.tiers, plan.misses = warnings + plan.warnings, steps, point_tiers, misses or []
     if not points:
         plan.reason = ("does not fit: no configuration holds the model in GPU memory" if not saw_model else
                        "does not fit: the KV cache of even the smallest batch exceeds the memory budget" if not saw_kv

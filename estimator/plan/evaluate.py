@@ -22,12 +22,16 @@ from perfledger.estimator.fit.roofline import mem_op_latency
 OpList = list[tuple[str, str, dict, float]]
 
 
-def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon") -> list[dict[str, float]]:
-    """Latency (ms, × scale) per op name for each op list, in order (same answers as static.price per list)."""
+def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon",
+               tiers: list[set[str]] | None = None) -> list[dict[str, float]]:
+    """Latency (ms, × scale) per op name for each op list, in order (same answers as static.price per list).
+
+    `tiers`: when given (one set per op list), each list's set gets the source tier of every op the batch API
+    answered (silicon, xshape, sol, ...): the support matrix grades a deployment by its least confident op."""
     out: list[dict[str, float]] = [{} for _ in op_lists]
     groups: list[tuple[int, str, OpList, float]] = []  # overlap groups: (list index, name, ops, scale)
     pending: dict[str, list[tuple[int, str, dict, float]]] = defaultdict(list)
-    fallbacks: list[tuple[int, str, dict, float]] = []
+    fallbacks: list[tuple[int, str, dict, float]] = []  # module op with a granular fallback (static.fallback)
     for i, ops in enumerate(op_lists):
         for name, op, query, scale in ops:
             if op == "mem":
@@ -46,39 +50,58 @@ def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon") -> list
         unique: dict[tuple, int] = {}
         slots = [unique.setdefault(tuple(sorted(q.items())), len(unique)) for _, _, q, _ in rows]
         frame = pl.DataFrame([dict(key) for key in unique], infer_schema_length=None)
-        latency = estimate(est, op, frame, mode=mode)["latency_ms"].to_numpy()
+        answer = estimate(est, op, frame, mode=mode)
+        latency = answer["latency_ms"].to_numpy()
         for (i, name, _, scale), slot in zip(rows, slots, strict=True):
             out[i][name] = out[i].get(name, 0.0) + float(latency[slot]) * scale
-    for (i, name, _, scale), ms in zip(fallbacks, _fallback_many(est, [q for _, _, q, _ in fallbacks], spec, mode),
-                                       strict=True):
-        out[i][name] = out[i].get(name, 0.0) + ms * scale
+        if tiers is not None:
+            source = answer["source"].to_list()
+            for (i, _, _, _), slot in zip(rows, slots, strict=True):
+                tiers[i].add(source[slot])
     if groups:  # parallel op groups (decode streams): the slower group's sum
         flat = [g for _, _, gs, _ in groups for g in gs]
-        priced = iter(price_many(est, flat, spec, mode))
+        flat_tiers = [set() for _ in flat] if tiers is not None else None
+        priced = iter(price_many(est, flat, spec, mode, flat_tiers))
+        owners = iter(flat_tiers or [])
         for i, name, gs, scale in groups:
             out[i][name] = max(sum(next(priced).values()) for _ in gs) * scale
+            if tiers is not None:
+                for _ in gs:
+                    tiers[i] |= next(owners)
+    if fallbacks:
+        _price_fallbacks(est, fallbacks, spec, mode, out, tiers)
     return out
 
 
-def _fallback_many(est, queries: list[dict], spec, mode: str) -> list[float]:
-    """Each fallback op's latency: its primary ops' sum (asked in SILICON under HYBRID), else its fallback ops'."""
-    if not queries:
-        return []
-    first = "silicon" if mode == "hybrid" else mode
-    misses = (NoDataError, EmpiricalUnavailableError)
+def _price_fallbacks(est, fallbacks: list, spec, mode: str, out: list[dict], tiers: list[set] | None) -> None:
+    """`fallback` ops as static.fallback prices them: the primary ops (in SILICON under HYBRID), and where a primary
+    misses data, its fallback ops; all primaries in one call, lists one by one only when that call misses."""
+    primary_mode = "silicon" if mode == "hybrid" else mode
+    primaries = [query["primary"] for _, _, query, _ in fallbacks]
+    found = [set() for _ in fallbacks] if tiers is not None else None
     try:
-        return [sum(ms.values()) for ms in price_many(est, [q["primary"] for q in queries], spec, first)]
-    except misses:
-        pass
-    out = []
-    for q in queries:
-        try:
-            out.append(sum(price_many(est, [q["primary"]], spec, first)[0].values()))
-        except misses:
-            out.append(None)
-    missed = [q["fallback"] for q, ms in zip(queries, out, strict=True) if ms is None]
-    priced = iter(price_many(est, missed, spec, mode))
-    return [sum(next(priced).values()) if ms is None else ms for ms in out]
+        priced: list[dict | None] = price_many(est, primaries, spec, primary_mode, found)
+    except (NoDataError, EmpiricalUnavailableError):
+        priced = []
+        for k, ops in enumerate(primaries):
+            try:
+                priced.append(price_many(est, [ops], spec, primary_mode, None if found is None else [found[k]])[0])
+            except (NoDataError, EmpiricalUnavailableError):
+                priced.append(None)
+                if found is not None:
+                    found[k].clear()
+    missed = [k for k, ms in enumerate(priced) if ms is None]
+    if missed:
+        backup = [set() for _ in missed] if found is not None else None
+        for k, ms, t in zip(missed, price_many(est, [fallbacks[k][2]["fallback"] for k in missed], spec, mode, backup),
+                            backup or [None] * len(missed), strict=True):
+            priced[k] = ms
+            if t is not None:
+                found[k] = t
+    for k, (i, name, _, scale) in enumerate(fallbacks):
+        out[i][name] = out[i].get(name, 0.0) + sum(priced[k].values()) * scale
+        if tiers is not None:
+            tiers[i] |= found[k]
 
 
 def p2p_latency(nbytes, spec) -> float:

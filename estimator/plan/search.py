@@ -35,6 +35,7 @@ class Feasible:
     layouts: list[str]
     reason: str | None = None
     warnings: tuple[str, ...] = ()
+    pools: tuple[pl.DataFrame, ...] = ()  # with_tiers: the (prefill, decode) worker frames, with their `tiers`
 
 
 @dataclass(frozen=True)
@@ -61,23 +62,32 @@ def _misses(role: str, misses: workers.Misses) -> tuple[str, ...]:
                    + (" …" if len(misses.no_data) > 3 else ""))
     if misses.unfit:
         out.append(f"disagg {role}: {', '.join(misses.unfit)} do not fit in memory")
+    if misses.refused:
+        out.append(f"disagg {role}: {len(misses.refused)} layout(s) refused: " + "; ".join(misses.refused[:3])
+                   + (" …" if len(misses.refused) > 3 else ""))
     return tuple(out)
 
 
 def _empty_role(role: str, misses: workers.Misses) -> str:
     if misses.no_data:
         return f"no {role} worker can be priced (missing data): {misses.no_data[0]}"
+    if misses.refused:
+        kinds = list(dict.fromkeys(m.split(": ", 1)[-1] for m in misses.refused))
+        return (f"refused: the estimator prices no {role} layout that fits ({len(misses.refused)} refused): "
+                + "; ".join(kinds[:2]) + (f" [+{len(kinds) - 2} more]" if len(kinds) > 2 else ""))
     return f"does not fit: no {role} layout fits in memory at batch 1 ({', '.join(misses.unfit) or 'no layout'})"
 
 
-def search_disagg(est, q: Question) -> Feasible:
-    """The disagg feasible set of the question (disagg.py), with the reason when it is empty."""
-    prefill, p_miss = workers.candidates(est, q, "prefill")
-    decode, d_miss = workers.candidates(est, q, "decode")
+def search_disagg(est, q: Question, *, decode_batches: list[int] | None = None, with_tiers: bool = False) -> Feasible:
+    """The disagg feasible set of the question (disagg.py), with the reason when it is empty; `decode_batches` and
+    `with_tiers` as workers.candidates takes them (plan/feasible.py's cheap witness)."""
+    prefill, p_miss = workers.candidates(est, q, "prefill", with_tiers=with_tiers)
+    decode, d_miss = workers.candidates(est, q, "decode", batches=decode_batches, with_tiers=with_tiers)
     warnings = _misses("prefill", p_miss) + _misses("decode", d_miss)
+    pools = (prefill, decode) if with_tiers else ()
     if not prefill.height or not decode.height:
         role, miss = ("prefill", p_miss) if not prefill.height else ("decode", d_miss)
-        return Feasible(pl.DataFrame(), [], _empty_role(role, miss), warnings)
+        return Feasible(pl.DataFrame(), [], _empty_role(role, miss), warnings, pools)
     rows = disagg.replicas(prefill, decode, osl=q.osl, ttft=q.ttft, tpot_targets=disagg.tpot_sweep(), backend=q.backend,
                            total_gpus=q.total_gpus)
     if not rows.height:
@@ -85,9 +95,9 @@ def search_disagg(est, q: Question) -> Feasible:
         reason = (f"too tight: TTFT {q.ttft:g} ms; the fastest prefill worker's queue-corrected TTFT is {fastest:.1f} ms"
                   if fastest >= q.ttft else "too tight: no prefill and decode pair forms a replica within "
                   f"{q.total_gpus} GPUs under the TPOT sweep")
-        return Feasible(rows, [], reason, warnings)
+        return Feasible(rows, [], reason, warnings, pools)
     side = rows.select(*(pl.col(f"d_{c}").alias(c) for c in ("tp", "pp", "dp", "moe_tp", "moe_ep")))
-    return Feasible(rows, disagg.parallel_key(side), None, warnings)
+    return Feasible(rows, disagg.parallel_key(side), None, warnings, pools)
 
 
 def _row_json(mode: str, row: dict) -> dict:

@@ -37,12 +37,17 @@ class Misses:
 
     unfit: tuple[str, ...] = ()
     no_data: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()  # layouts the estimator refuses to price (UnsupportedModelError), not a data gap
 
 
 
 
-def candidates(est, q: Question, role: str) -> tuple[pl.DataFrame, Misses]:
-    """(worker frame in COLUMNS, why layouts gave none) of one role ("prefill" or "decode") for the question."""
+def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
+               with_tiers: bool = False) -> tuple[pl.DataFrame, Misses]:
+    """(worker frame in COLUMNS, why layouts gave none) of one role ("prefill" or "decode") for the question.
+
+    batches: only these sizes (plan/feasible.py's cheap witness); with_tiers: add a `tiers` column, the source
+    tiers of each worker's ops comma-joined (the support matrix grades a row by them)."""
     config = resolve_model(q.model)
     m = load_model(config)
     quants = resolve_quants(config, q.backend, q.quants)
@@ -52,8 +57,9 @@ def candidates(est, q: Question, role: str) -> tuple[pl.DataFrame, Misses]:
     spec = est.spec(q.system)
     is_moe = bool(getattr(m.dims, "experts", 0))
     layouts = enumerate_parallel(role, moe=is_moe, backend=q.backend, system=q.system, total_gpus=q.total_gpus)
-    batches = list(range(1, doc["prefill_max_batch"] + 1)) if role == "prefill" else decode_batches(doc)
-    frames, unfit, no_data = [], [], []
+    if batches is None:
+        batches = list(range(1, doc["prefill_max_batch"] + 1)) if role == "prefill" else decode_batches(doc)
+    frames, unfit, no_data, refused = [], [], [], []
     for p in layouts:  # a layout that cannot be priced is skipped, as 0.12.0 skips it, and named
         d = replace(base, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, pp=p.pp, attention_dp=p.dp, nextn=q.nextn)
         fitting = []
@@ -69,26 +75,34 @@ def candidates(est, q: Question, role: str) -> tuple[pl.DataFrame, Misses]:
         try:
             check_node_ep(p, spec.num_gpus_per_node)
             check_deploy(m, d, config)
-            frames.append(_frame(fitting, _latency(est, m, spec, q, role, fitting), q, role))
+            tiers = [set() for _ in fitting] if with_tiers else None
+            frame = _frame(fitting, _latency(est, m, spec, q, role, fitting, tiers), q, role)
+            frames.append(frame.with_columns(tiers=pl.Series([",".join(sorted(t)) for t in tiers])) if tiers else frame)
+        except UnsupportedModelError as exc:
+            refused.append(f"{p.label}: {exc}")
         except EstimatorError as exc:
             no_data.append(f"{p.label}: {exc}")
-    misses = Misses(tuple(unfit), tuple(no_data))
+    misses = Misses(tuple(unfit), tuple(no_data), tuple(refused))
     if not frames:
         return pl.DataFrame(schema=dict.fromkeys(COLUMNS, pl.Float64)), misses
     return pl.concat(frames), misses
 
 
-def _latency(est, m, spec, q: Question, role: str, points) -> np.ndarray:
-    """Corrected TTFT (prefill) or TPOT (decode) per point, ms; all points priced together."""
+def _latency(est, m, spec, q: Question, role: str, points, tiers: list[set] | None = None) -> np.ndarray:
+    """Corrected TTFT (prefill) or TPOT (decode) per point, ms; all points priced together (`tiers`: one set per
+    point, filled with its ops' source tiers)."""
     mode = q.database_mode
     if role == "prefill":
         lists = [pass_ops(m, d, b * (q.isl - q.prefix), True, b, q.isl, prefix=q.prefix) for _, d, b, _ in points]
-        priced = price_many(est, lists, spec, mode)
+        priced = price_many(est, lists, spec, mode, tiers)
         return np.array([sum(ms.values()) for ms in priced]) * settings()["latency_correction"]["prefill"]
     stride = catalog()["decode_stride"]
     steps = [(i, min(stride, q.osl - 1 - i)) for i in range(0, q.osl - 1, stride)]
     lists = [pass_ops(m, d, b, False, b, q.isl + i + 1) for _, d, b, _ in points for i, _ in steps]
-    priced = iter(price_many(est, lists, spec, mode))
+    step_tiers = [set() for _ in lists] if tiers is not None else None
+    priced = iter(price_many(est, lists, spec, mode, step_tiers))
+    for k, t in enumerate(step_tiers or []):
+        tiers[k // len(steps)] |= t
     total = np.array([sum(sum(next(priced).values()) * repeat for _, repeat in steps) for _ in points])
     return total / max(q.osl - 1, 1) * settings()["latency_correction"]["decode"]
 

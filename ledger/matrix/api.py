@@ -6,10 +6,9 @@ from collections.abc import Callable
 
 import polars as pl
 
-from perfledger.estimator.models.config_expr import ConfigExprError
-from perfledger.ledger.matrix.build import build_rows, combinations
+from perfledger.ledger.matrix.build import combinations, search_rows
 from perfledger.ledger.matrix.rules import load_rules
-from perfledger.ledger.source import build_cells, read_or_empty
+from perfledger.ledger.source import read_or_empty
 from perfledger.ledger.specs import LaneSpecError, spec_for
 
 
@@ -23,7 +22,8 @@ class MatrixBuildError(ValueError):
 
 def build_matrix(wh, models: list[str], *, system: str | None = None, backend: str | None = None,
                  version: str | None = None, progress: Callable[[int, int], None] | None = None) -> pl.DataFrame:
-    """One matrix row per model × system × backend × version × mode, priced by the estimator.
+    """One matrix row per model × system × backend × version × mode, decided by the deployment search (one
+    estimator for every row, so loaded tables are read once; each cell's answers are cached across modes).
 
     Args:
         wh: the warehouse (its `batches` say which partitions exist).
@@ -33,7 +33,6 @@ def build_matrix(wh, models: list[str], *, system: str | None = None, backend: s
     Returns:
         the support-matrix columns plus source_file/source_line, ready for `store_snapshot`.
     """
-    from perfledger.estimator.batch import estimate
     from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.estimator.data.system_specs import load_spec
     from perfledger.estimator.session import Estimator
@@ -70,12 +69,27 @@ def build_matrix(wh, models: list[str], *, system: str | None = None, backend: s
 
     frames = []
     for spec, combos in plans:
-        cells = build_cells(wh, spec)
-        lane_rows = {(c["lane"], c["system"], c["backend"], c["version"]): c["rows"] for c in cells.iter_rows(named=True)}
         flops = {s: load_spec(s).flops for s in spec.systems}
-        try:
-            frames.append(build_rows(spec, combos, lambda op, q, mode: estimate(est, op, q, mode=mode), flops,
-                                     lane_rows, rules, on_cell=tick))
-        except ConfigExprError as exc:  # needs.yaml and config errors (NeedsError is one)
-            raise MatrixBuildError(f"{spec.path.name}: {exc}") from None
+        frames.append(search_rows(spec, combos, row_search(est, spec.model, rules.search), flops, rules, on_cell=tick))
     return pl.concat(frames).with_columns(source_file=pl.lit("perfledger"), source_line=pl.int_range(pl.len()) + 1)
+
+
+def row_search(est, model: str, question: dict):
+    """`outcome(cell, mode, database_mode)` for search_rows: the feasibility search of `model` on the cell, asked
+    with rules.yaml `search`'s question, memoised per (cell, mode, database mode)."""
+    from perfledger.estimator.plan.feasible import feasible
+    from perfledger.estimator.plan.question import Question
+
+    memo: dict = {}
+
+    def outcome(cell: tuple[str, str, str], mode: str, database_mode: str):
+        key = (cell, mode, database_mode)
+        if key not in memo:
+            system, backend, version = cell
+            q = Question(model, system, backend, int(question["total_gpus"]), int(question["isl"]), int(question["osl"]),
+                         float(question["ttft"]), float(question["tpot"]), version=version,
+                         prefix=int(question["prefix"]), database_mode=database_mode)
+            memo[key] = feasible(est, q, mode)
+        return memo[key]
+
+    return outcome

@@ -1,13 +1,12 @@
-"""Our own support matrix: model x system x backend x version x mode, priced by the estimator.
+"""Our own support matrix: model x system x backend x version x mode.
 
-Every op the model's layers need (ledger/matrix/needs.py: GEMMs, GQA/MLA attention in context and
-generation, MoE, the mode's comm) is asked SILICON first, then HYBRID. PASS when all are SILICON,
-HYBRID_PASS (Source = the weakest tier used) when some need a transfer, FAIL naming the first unpriced
-op and its table/slice -- an op the estimator has no model for is a FAIL that says so, never a PASS by
-omission -- and HW_INCOMPATIBLE from the hardware rules in rules.yaml. A need with alternatives (`any_of`:
-MLA as a module or as kernels, per-backend KDA kernels) is priced by the first option the data holds.
-A row whose ops are all priced still FAILs when the model does not fit one GPU of the representative
-replica (rules.yaml `memory_fit`, sized by estimator/models/memory.py), as the reference's sweep runs out of memory.
+`search_rows` (what `matrix build` runs) gives the reference's semantics: the deployment search on the row's
+GPU budget decides PASS / HYBRID_PASS / FAIL (ledger/matrix/decide.py). `build_rows` is the earlier one-replica
+heuristic, kept as a per-op diagnostic of which layer op a cell's data cannot price: every op the model's
+layers need (ledger/matrix/needs.py) is asked SILICON first, then HYBRID; PASS when all are SILICON,
+HYBRID_PASS (Source = the weakest tier used) when some need a transfer, FAIL naming the first unpriced op and
+its table/slice, and FAIL when the model does not fit one GPU of the rules.yaml `memory_fit` replica. Both
+apply the hardware rules of rules.yaml first (HW_INCOMPATIBLE).
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import product
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -22,6 +22,9 @@ from perfledger.ledger.matrix.choices import resolve_choice
 from perfledger.ledger.matrix.needs import Choice, Need, derive_needs, load_config, load_needs, model_dims
 from perfledger.ledger.matrix.rules import MatrixRules, load_rules
 from perfledger.ledger.specs import ModelSpec, OpNeed
+
+if TYPE_CHECKING:
+    from perfledger.estimator.plan.feasible import Feasibility
 
 Estimate = Callable[[str, pl.DataFrame, str], pl.DataFrame]  # (op, queries, mode) -> frame with `source`
 NO_OP_MODEL = "the estimator has no {op!r} op model"
@@ -197,6 +200,46 @@ def judge(spec: ModelSpec, cell: tuple[str, str, str], needs: list[Need | Choice
         return "FAIL", errors[0] + more, ""
     tier = weakest(tiers, pricer.order) if tiers else "silicon"
     return ("PASS", "", "silicon") if tier == "silicon" else ("HYBRID_PASS", "", tier)
+
+
+Outcome = Callable[[tuple[str, str, str], str, str], "Feasibility"]  # (cell, mode, database mode) -> answer
+
+
+def plan_command(model: str, cell: tuple[str, str, str], mode: str, database_mode: str, question: dict) -> str:
+    """The `perfledger plan` line that replays a row's search (the reference's Command runs `cli default`)."""
+    q = question
+    return (f"perfledger plan --model {model} --total-gpus {q['total_gpus']} --system {cell[0]} --backend {cell[1]} "
+            f"--version {cell[2]} --isl {q['isl']} --osl {q['osl']} --prefix {q['prefix']} --ttft {q['ttft']} "
+            f"--tpot {q['tpot']} --mode {mode} --top-n 1 --database-mode {database_mode}")
+
+
+def search_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], outcome: Outcome,
+                flops_by_system: dict[str, dict[str, float]], rules: MatrixRules | None = None,
+                on_cell: Callable[[], None] | None = None) -> pl.DataFrame:
+    """Matrix rows with the reference's semantics: per cell and mode the deployment search's SILICON answer, then
+    HYBRID where it could differ, graded by ledger/matrix/decide.py; hardware rules first (HW_INCOMPATIBLE).
+    `outcome(cell, mode, database_mode)` runs the search (api.py: estimator/plan/feasible.py)."""
+    from perfledger.ledger.matrix.decide import decide, needs_hybrid
+
+    rules = rules or load_rules()
+    rows = []
+    for cell in cells:
+        gap = hw_gap(spec, cell[0], flops_by_system.get(cell[0], {}), rules)
+        for mode in rules.modes:
+            database_mode = "silicon"
+            if gap:
+                status, err, source = "HW_INCOMPATIBLE", gap, ""
+            else:
+                silicon = outcome(cell, mode, "silicon")
+                hybrid = outcome(cell, mode, "hybrid") if needs_hybrid(silicon) else None
+                status, err, source = decide(silicon, hybrid, rules.source_tiers)
+                database_mode = "hybrid" if hybrid is not None and hybrid.found else "silicon"
+            command = plan_command(spec.model, cell, mode, database_mode, rules.search)
+            values = (spec.model, spec.architecture, *cell, mode, status, err, command, source)
+            rows.append(dict(zip(rules.columns, values, strict=True)))
+        if on_cell:
+            on_cell()
+    return pl.DataFrame(rows, schema=dict.fromkeys(rules.columns, pl.String))
 
 
 def build_rows(spec: ModelSpec, cells: list[tuple[str, str, str]], estimate: Estimate,

@@ -42,6 +42,7 @@ class MatrixRules:
     quant_dtypes: dict[str, str]  # quant label -> dtype it needs natively
     unsupported_quants: dict[str, dict[str, tuple[str, ...]]]  # system -> role -> quant labels it cannot run
     memory_fit: dict[str, int]  # the replica a priced row must fit in (tp, moe_tp, moe_ep, batch, isl, prefix, osl)
+    search: dict[str, float]  # the planning question per row (total_gpus, isl, osl, prefix, ttft, tpot)
 
     @property
     def replica_gpus(self) -> int:
@@ -85,4 +86,5 @@ def load_rules(path: Path = RULES_FILE) -> MatrixRules:
         unsupported_quants={sys_: {role: tuple(q) for role, q in roles.items()}
                             for sys_, roles in (raw.get("unsupported_quants") or {}).items()},
         memory_fit={k: int(v) for k, v in (raw.get("memory_fit") or {}).items()},
+        search=dict(raw.get("search") or {}),
     )

@@ -52,6 +52,26 @@ def built(root):
     return json.loads(result.stdout.strip().splitlines()[-1]), read_snapshot(Warehouse(root), "perfledger")[1]
 
 
+@pytest.fixture(scope="module")
+def heuristic(root):
+    """The one-replica per-op heuristic's rows (`build_rows`, the diagnostic) over the same cells as `built`."""
+    from perfledger.estimator.batch import estimate
+    from perfledger.estimator.data.sources import WarehouseSource
+    from perfledger.estimator.session import Estimator
+    from perfledger.ledger.matrix.build import build_rows
+    from perfledger.ledger.source import build_cells
+
+    est = Estimator(WarehouseSource(root))
+    frames = []
+    for model in ("deepseek-v3", "kimi-k3", "qwen3-235b-a22b"):
+        spec = find_spec(model)
+        lanes = {(c["lane"], c["system"], c["backend"], c["version"]): c["rows"]
+                 for c in build_cells(Warehouse(root), spec).iter_rows(named=True)}
+        frames.append(build_rows(spec, [CELL, BARE], lambda op, q, mode: estimate(est, op, q, mode=mode),
+                                 {"h200_sxm": load_spec("h200_sxm").flops}, lanes))
+    return pl.concat(frames)
+
+
 def test_pass_when_every_need_is_priced_from_collected_data(built):
     summary, frame = built
     assert summary["label"] == "perfledger" and summary["rows"] == 12  # 3 models x 2 combinations x 2 modes
@@ -105,8 +125,8 @@ def test_an_op_the_estimator_lacks_is_a_fail_that_says_so(root):
     assert tier is None and "[1] mla_rope (context, mla_rope_perf): the estimator has no 'mla_rope' op model" in err
 
 
-def test_fail_names_the_first_missing_need_then_the_rest(built):
-    _, frame = built
+def test_fail_names_the_first_missing_need_then_the_rest(heuristic):
+    frame = heuristic
     k3 = frame.filter((pl.col("HuggingFaceID") == "moonshotai/Kimi-K3") & (pl.col("Version") == BARE[2])).row(0, named=True)
     assert k3["Status"] == "FAIL" and k3["Source"] == ""
     assert k3["ErrMsg"].startswith("qkv_a_proj (context, gemm_perf): no gemm_perf rows for h200_sxm/vllm/0.1.dev19262")
@@ -115,12 +135,12 @@ def test_fail_names_the_first_missing_need_then_the_rest(built):
     assert "kda_scan" not in k3["ErrMsg"] and "lane kda" not in k3["ErrMsg"]  # the KDA rows are at this version
 
 
-def test_k3_and_v3_on_a_vllm_cell_with_module_tables_pass_through_the_module(built, root):
+def test_k3_and_v3_on_a_vllm_cell_with_module_tables_pass_through_the_module(heuristic, root):
     """MLA priced as vLLM's measured module (first any_of option), KDA by vLLM's own scan/decode kernels."""
     from perfledger.estimator.data.sources import WarehouseSource
     from perfledger.ledger.matrix.choices import resolve_choice
 
-    _, frame = built
+    frame = heuristic
     ok = frame.filter(pl.col("Version") == CELL[2]).select("HuggingFaceID", "Mode", "Status", "Source").rows()
     assert sorted(ok) == sorted([(m, mode, "PASS", "silicon") for m in ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B")
                                  for mode in ("agg", "disagg")] + [("moonshotai/Kimi-K3", mode, "FAIL", "")
@@ -257,13 +277,13 @@ def test_disagreements_with_the_imported_matrix(built):
     _, ours = built
     head = read_matrix(MATRIX_STATES / "head-095f58a")
     k3 = model_disagreements(ours, head, "moonshotai/Kimi-K3")  # 0.1.dev19262: both FAIL, for other reasons
-    # 0.24.0: both FAIL out of memory (the reference's sweep, our memory_fit replica)
+    # 0.24.0: both FAIL (the reference out of memory, ours: the search refuses K3's agg step and prefix layouts)
     assert (k3["agree"], k3["disagree"], k3["only_ours"], k3["only_imported"]) == (4, [], 0, 232)
     only_imported = {"transition": "only imported", "keys": 232,
                      "reason": "key not in our warehouse (no collected partition for that backend/version)"}
     assert k3["by_reason"] == [only_imported]
     oom = ours.filter((pl.col("HuggingFaceID") == "moonshotai/Kimi-K3") & (pl.col("Version") == "0.24.0")).row(0, named=True)
-    assert reason_of(oom["Status"], oom["ErrMsg"], oom["Source"]) == "model does not fit in GPU memory at tp8/moe_tp1/moe_ep8"
+    assert reason_of(oom["Status"], oom["ErrMsg"], oom["Source"]) == "agg search refuses the model (not priced by the search yet)"
     theirs = head.filter((pl.col("HuggingFaceID") == "moonshotai/Kimi-K3") & (pl.col("System") == "h200_sxm")
                          & (pl.col("Backend") == "vllm") & (pl.col("Version") == "0.24.0")).row(0, named=True)
     assert reason_of(theirs["Status"], theirs["ErrMsg"], "") == "model does not fit in GPU memory"
@@ -319,17 +339,21 @@ def test_reasons_bucket_both_sides():
 
 
 def test_the_command_column_replays_one_row(root, built):
+    """Command is the `perfledger plan` question the row's search asked (the reference's runs `cli default`); replayed
+    here on a K3 row, whose refusal answers at once (a PASS row's replay is a full search: benchmarks, not tests)."""
     import shlex
 
     _, frame = built
-    row = frame.filter((pl.col("HuggingFaceID") == "Qwen/Qwen3-235B-A22B") & (pl.col("Version") == CELL[2])).row(0, named=True)
-    argv = shlex.split(row["Command"])
-    assert argv[:3] == ["perfledger", "matrix", "build"] and argv[-1] == "--no-store"
-    result = CliRunner().invoke(app, [*argv[1:], "--warehouse", str(root), "--json"])
-    assert result.exit_code == 0, result.stdout
+    for row in frame.filter(pl.col("Version") == CELL[2]).iter_rows(named=True):
+        argv = shlex.split(row["Command"])
+        assert argv[:2] == ["perfledger", "plan"] and argv[argv.index("--mode") + 1] == row["Mode"]
+        assert argv[argv.index("--total-gpus") + 1] == str(int(RULES.search["total_gpus"]))
+        assert argv[argv.index("--version") + 1] == CELL[2] and argv[argv.index("--top-n") + 1] == "1"
+    row = frame.filter((pl.col("HuggingFaceID") == "moonshotai/Kimi-K3") & (pl.col("Version") == CELL[2])
+                       & (pl.col("Mode") == "agg")).row(0, named=True)
+    result = CliRunner().invoke(app, [*shlex.split(row["Command"])[1:], "--warehouse", str(root), "--json"])
     replay = json.loads(result.stdout)
-    assert [(r["Mode"], r["Status"], r["Source"]) for r in replay["matrix"]] == [("agg", "PASS", "silicon"),
-                                                                               ("disagg", "PASS", "silicon")]
+    assert row["Status"] == "FAIL" and result.exit_code != 0 and replay["error"] in row["ErrMsg"]  # the same refusal
 
 
 def test_a_filtered_build_never_replaces_the_full_snapshot(root):
@@ -377,3 +401,21 @@ def test_kda_needs_pick_each_backends_kernels_from_real_rows():
     trtllm = ("h200_sxm", "trtllm", "1.3.0rc20")
     assert (win(scan, trtllm), win(decode["agg"], trtllm)) == (
         ("sol", "chunk_kda"), ("sol", "causal_conv1d_update + fused_recurrent_kda_packed_decode"))
+
+
+def test_search_decided_rows_agree_with_head_except_where_our_search_refuses(built):
+    """On the keys head-095f58a also holds, every row the search decided has head's status; the rest are search
+    refusals (architectures whose agg step / disagg layouts the search does not price yet), named per mode."""
+    from perfledger.ledger.matrix.reader import read_matrix
+    from tests.ledger.curated import MATRIX_STATES
+
+    _, ours = built
+    head = read_matrix(MATRIX_STATES / "head-095f58a").select(*RULES.key, pl.col("Status").alias("head"))
+    both = ours.join(head, on=list(RULES.key), how="inner")
+    assert both.height >= 8
+    refused = pl.col("ErrMsg").str.contains(r"^(agg|disagg) search: search refused")
+    decided = both.filter(~refused)
+    assert decided.height >= 2 and decided.filter(pl.col("Status") != pl.col("head")).is_empty(), decided
+    assert "PASS" in set(decided["Status"])  # Qwen3-235B on h200 vLLM 0.24.0: found in SILICON, as head says
+    for row in both.filter(refused).iter_rows(named=True):
+        assert row["ErrMsg"].startswith(f"{row['Mode']} search: search refused: ") and row["Status"] == "FAIL"
