@@ -63,7 +63,7 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> None:
     from perfledger.generator.api import render_document
     from perfledger.generator.from_plan import deployment
     from perfledger.generator.outdir import write_output
-    from perfledger.reports.plots import pareto_plot
+    from perfledger.reports.pareto import pareto_plot
     from perfledger.safe_io import check_output_folder, make_folders, write_file
 
     q = answer.question
