@@ -49,7 +49,7 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> None:
     import json
 
     from perfledger.generator.from_plan import render_row
-    from perfledger.reports.plots import pareto_plot
+    from perfledger.reports.pareto import pareto_plot
     from perfledger.safe_io import check_output_folder, make_folders, write_file
 
     q = answer.question

@@ -1,5 +1,5 @@
 """Plots as SVG text: the coverage heatmap (lane x system, one row per backend/version), estimated latency vs
-tokens as small multiples (one panel per system), and a plan's Pareto fronts (also as PNG).
+tokens as small multiples (one panel per system); a plan's Pareto plot is reports/pareto.py (drawn without matplotlib).
 
 Matplotlib's object API (no global pyplot state); a fixed hash salt and no date make the SVG byte-stable, so
 rendered pages can be golden files.
@@ -141,31 +141,3 @@ def latency_plot(points: list[dict], title: str) -> str:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return _svg(fig)
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", dpi=120, metadata={"Software": None})
-    return buf.getvalue()
-
-
-def pareto_plot(fronts: dict[str, list[dict]], best: dict | None, title: str) -> tuple[str, bytes]:
-    """(SVG text, PNG bytes): each mode's frontier, cluster tokens/s/GPU against tokens/s/user, the best circled."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4.5))
-    ax = fig.add_subplot()
-    for mode, rows in fronts.items():
-        if rows:
-            ax.plot([r["tokens_per_s_per_user"] for r in rows], [r["tokens_per_s_per_gpu_cluster"] for r in rows],
-                    marker="o", markersize=4, label=mode)
-    if best is not None:
-        ax.scatter([best["tokens_per_s_per_user"]], [best["tokens_per_s_per_gpu_cluster"]], s=160, facecolors="none",
-                   edgecolors="black", linewidths=1.5, label=f"best ({best['mode']})", zorder=3)
-    ax.set_xlabel("tokens/s/user")
-    ax.set_ylabel("tokens/s/GPU (whole budget)")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    if fronts or best is not None:
-        ax.legend(fontsize=8)
-    return _svg(fig), _png(fig)

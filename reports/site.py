@@ -40,7 +40,7 @@ def _plan_pages(wh, out: Path, plans: pl.DataFrame) -> list[Page]:
     best rows of earlier `plans` versions (time travel, at most HISTORY_VERSIONS) for the history tables."""
     from perfledger.reports.history import HISTORY_VERSIONS
     from perfledger.reports.plan_page import plan_page, plot_path
-    from perfledger.reports.plots import pareto_plot
+    from perfledger.reports.pareto import pareto_plot
 
     if not plans.height:
         return []

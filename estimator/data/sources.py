@@ -6,9 +6,8 @@ from abc import ABC, abstractmethod
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from perfledger.estimator.errors import NoDataError
+from perfledger.safe_io import data_yaml
 from perfledger.versions import earlier_versions
 
 TABLES_YAML = Path(__file__).with_name("tables.yaml")
@@ -17,7 +16,7 @@ TABLES_YAML = Path(__file__).with_name("tables.yaml")
 @cache
 def table_catalog() -> dict:
     """tables.yaml: table name -> {family, keys, shared_layer}."""
-    return yaml.safe_load(TABLES_YAML.read_text())
+    return data_yaml(TABLES_YAML)
 
 
 def table_info(table: str) -> dict:
@@ -146,7 +145,7 @@ class TreeSource(PerfSource):
         path = self._dir(system, family, backend, version) / "reuse.yaml"
         if not path.is_file():
             return {}
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = data_yaml(path) or {}
         entries = doc.get("reuse")
         if not isinstance(entries, list):
             raise ValueError(f"{path}: top-level 'reuse' must be a list")

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from perfledger import settings
 from perfledger.estimator.errors import MissingFlopsError, UnknownSystemError
+from perfledger.safe_io import data_yaml
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ def _require(doc: dict, path: Path, *keys: str):
 
 def parse_spec(path: Path, name: str) -> SystemSpec:
     """Parse one system YAML; a missing required key is an error naming file and key."""
-    doc = yaml.safe_load(path.read_text())
+    doc = data_yaml(path)
     gpu, node = _require(doc, path, "gpu"), _require(doc, path, "node")
     flops = {k[: -len("_tc_flops")]: float(v) for k, v in gpu.items() if k.endswith("_tc_flops")}
     return SystemSpec(

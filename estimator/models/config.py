@@ -15,11 +15,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from perfledger import settings
 from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.models.config_expr import ConfigExprError
+from perfledger.safe_io import data_yaml
 
 MODELS_YAML = Path(__file__).with_name("models.yaml")
 
@@ -125,7 +124,7 @@ def config_dims(config: dict, source: str, fields: dict[str, list], spec: str) -
 @cache
 def catalog() -> dict:
     """models.yaml: the dims map, the architectures (plan kind + parameters), decode stride, unsupported ones."""
-    return yaml.safe_load(MODELS_YAML.read_text())
+    return data_yaml(MODELS_YAML)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from perfledger.estimator.data.system_specs import load_spec
 from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.models.config import ModelConfig, resolve_model
@@ -24,6 +22,7 @@ from perfledger.estimator.models.config_expr import evaluate as evaluate_expr
 from perfledger.estimator.models.plans.registry import priced_model
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.quant.profiles import quant_profile
+from perfledger.safe_io import data_yaml
 
 MEMORY_YAML = Path(__file__).with_name("memory.yaml")
 GIB = float(1 << 30)
@@ -70,7 +69,7 @@ class Memory:
 
 @cache
 def _doc(path: Path = MEMORY_YAML) -> dict:
-    return yaml.safe_load(path.read_text())
+    return data_yaml(path)
 
 
 def evaluate(expr: str, names: dict, where: str) -> float:
@@ -179,7 +178,7 @@ def deployment_memory(model: str | ModelConfig, system: str, backend: str, *, tp
     arch, sized = sized_model(resolve_model(model))
     spec_path = Path(load_spec(system).source)
     tokens = batch * (isl - prefix) if tokens is None else tokens
-    return footprint(arch, sized, yaml.safe_load(spec_path.read_text()), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
+    return footprint(arch, sized, data_yaml(spec_path), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
                      quants=quants, batch=batch, seq_tokens=isl + osl, tokens=tokens,
                      version=version, source=str(spec_path), pp=pp, dp=dp, nextn=nextn)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 from perfledger.estimator.models.config import ModelDims
@@ -21,6 +22,10 @@ class PricedModel:
 
     def as_mapping(self) -> dict[str, Any]:
         """Flat names for memory.yaml's expressions only (that language reads names, not attributes): every dim,
-        the plan's own dims and the checkpoint's `<group>_bf16` flags."""
+        the plan's own dims and the checkpoint's `<group>_bf16` flags (a fresh dict per call)."""
+        return dict(self._mapping)
+
+    @cached_property
+    def _mapping(self) -> dict[str, Any]:  # built once: a search sizes one model at hundreds of points
         plan = asdict(self.plan_dims) if self.plan_dims is not None else {}
         return {**asdict(self.dims), **plan, **self.unquantized.flags()}

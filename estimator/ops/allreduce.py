@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import yaml
 
 from perfledger.estimator.data.sources import first_wins
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
@@ -22,6 +21,7 @@ from perfledger.estimator.fit.curve import eval_curve
 from perfledger.estimator.fit.roofline import custom_allreduce_sol
 from perfledger.estimator.fit.util_grid import curve_estimate
 from perfledger.estimator.ops.base import OpModel
+from perfledger.safe_io import data_yaml
 
 RULE_YAML = Path(__file__).with_name("allreduce.yaml")
 
@@ -29,7 +29,7 @@ RULE_YAML = Path(__file__).with_name("allreduce.yaml")
 @cache
 def row_rule(path: Path = RULE_YAML) -> tuple[tuple[str, ...], frozenset[str]]:
     """(kernel_source substrings to drop, systems that keep them) from allreduce.yaml."""
-    doc = yaml.safe_load(Path(path).read_text()) or {}
+    doc = data_yaml(Path(path)) or {}
     out = []
     for key in ("drop_kernel_sources_containing", "keep_on_systems"):
         val = doc.get(key)

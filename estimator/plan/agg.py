@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import yaml
 
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import resolve_model
@@ -38,6 +37,7 @@ from perfledger.estimator.plan.space import Parallel, check_node_ep, enumerate_p
 from perfledger.estimator.plan.steps import decode_step, mixed_step
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.static import Deploy, check_deploy
+from perfledger.safe_io import data_yaml
 
 AGG_YAML = Path(__file__).with_name("agg.yaml")
 GIB = float(1 << 30)
@@ -50,7 +50,7 @@ JSON_COLUMNS = ROW_COLUMNS[:13]  # an agg row of `perfledger plan --json` (issue
 
 @cache
 def rules(path: Path = AGG_YAML) -> dict:
-    return yaml.safe_load(path.read_text())
+    return data_yaml(path)
 
 
 def _ranges(spec: list[list[int]]) -> list[int]:

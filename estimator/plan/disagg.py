@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import yaml
 
 from perfledger.estimator.plan.rate_match import Pools, match
+from perfledger.safe_io import data_yaml
 
 DISAGG_YAML = Path(__file__).with_name("disagg.yaml")
 
@@ -28,7 +28,7 @@ SIDE = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "global_batch"
 
 @cache
 def settings() -> dict:
-    return yaml.safe_load(DISAGG_YAML.read_text())
+    return data_yaml(DISAGG_YAML)
 
 
 def _ranges(spans: list[dict]) -> list[int]:

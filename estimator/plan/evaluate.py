@@ -32,10 +32,12 @@ def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon",
     groups: list[tuple[int, str, OpList, float]] = []  # overlap groups: (list index, name, ops, scale)
     pending: dict[str, list[tuple[int, str, dict, float]]] = defaultdict(list)
     fallbacks: list[tuple[int, str, dict, float]] = []  # module op with a granular fallback (static.fallback)
+    mem: list[tuple[int, str, float, float]] = []  # table-less memory ops, priced in one array below
     for i, ops in enumerate(op_lists):
         for name, op, query, scale in ops:
             if op == "mem":
-                out[i][name] = float(mem_op_latency(query["bytes"], spec)) * scale
+                out[i][name] = 0.0  # its place in the list's order (sums read it in order)
+                mem.append((i, name, query["bytes"], scale))
             elif op == "p2p":
                 out[i][name] = p2p_latency(query["bytes"], spec) * scale
             elif op == "allreduce" and query["tp"] <= 1:
@@ -46,9 +48,13 @@ def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon",
                 fallbacks.append((i, name, query, scale))
             else:
                 pending[op].append((i, name, query, scale))
+    if mem:
+        latency = mem_op_latency(np.array([b for _, _, b, _ in mem], dtype=np.float64), spec).tolist()
+        for (i, name, _, scale), ms in zip(mem, latency, strict=True):
+            out[i][name] = ms * scale
     for op, rows in pending.items():  # identical queries (steps sharing a shape) are answered once
-        unique: dict[tuple, int] = {}
-        slots = [unique.setdefault(tuple(sorted(q.items())), len(unique)) for _, _, q, _ in rows]
+        unique: dict[tuple, int] = {}  # keyed in the query's own order: one plan writes one op's keys in one order
+        slots = [unique.setdefault(tuple(q.items()), len(unique)) for _, _, q, _ in rows]
         frame = pl.DataFrame([dict(key) for key in unique], infer_schema_length=None)
         answer = estimate(est, op, frame, mode=mode)
         latency = answer["latency_ms"].to_numpy()

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from perfledger.estimator.data.system_specs import load_spec
 from perfledger.estimator.models.config import ModelConfig, resolve_model
 from perfledger.estimator.models.memory import Memory, footprint, sized_model, weight_bytes
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.plan.space import Parallel
+from perfledger.safe_io import data_yaml
 
 
 @dataclass(frozen=True)
@@ -46,4 +45,4 @@ def memory_model(model: str | ModelConfig, system: str, backend: str, version: s
     arch, sized = sized_model(resolve_model(model))
     path = Path(load_spec(system).source)
     labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
-    return MemoryModel(arch, sized, yaml.safe_load(path.read_text()), backend, version, labels, str(path))
+    return MemoryModel(arch, sized, data_yaml(path), backend, version, labels, str(path))

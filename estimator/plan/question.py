@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
-
 from perfledger import settings
 from perfledger.estimator.errors import NoDataError
 from perfledger.estimator.models.config import ModelConfig
+from perfledger.safe_io import data_yaml
 from perfledger.versions import version_key
 
 DATABASE_MODES = ("silicon", "hybrid")
@@ -86,7 +85,7 @@ def _current_slot(source, system: str, backend: str) -> str | None:
     for folder in (source.manifest_dir(), wheel / "systems" if wheel else None):
         path = Path(folder) / QUERY_VERSIONS if folder is not None else None
         if path is not None and path.is_file():
-            doc = yaml.safe_load(path.read_text()) or {}
+            doc = data_yaml(path) or {}
             slot = (doc.get("overrides") or {}).get(system, {}).get(backend) or (doc.get("defaults") or {}).get(backend)
             return str(slot["current"]) if slot and slot.get("current") else None
     return None

@@ -14,9 +14,8 @@ from functools import cache
 from itertools import product
 from pathlib import Path
 
-import yaml
-
 from perfledger.estimator.errors import EstimatorError
+from perfledger.safe_io import data_yaml
 
 SPACE_YAML = Path(__file__).with_name("space.yaml")
 DIMS = ("tp", "pp", "dp", "moe_tp", "moe_ep")
@@ -67,7 +66,7 @@ def check_node_ep(p: Parallel, gpus_per_node: int) -> None:
 
 @cache
 def _doc(path: Path = SPACE_YAML) -> dict:
-    return yaml.safe_load(path.read_text())
+    return data_yaml(path)
 
 
 def candidates(role: str, moe: bool, system: str) -> dict[str, list[int]]:

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.models.config import ModelConfig
+from perfledger.safe_io import data_yaml
 
 RULES_YAML = Path(__file__).with_name("checkpoint_quant.yaml")
 QUANTS = ("gemm", "moe", "kv", "fmha")
@@ -23,7 +22,7 @@ QUANTS = ("gemm", "moe", "kv", "fmha")
 
 @cache
 def rules_doc() -> dict:
-    return yaml.safe_load(RULES_YAML.read_text())
+    return data_yaml(RULES_YAML)
 
 
 def exclusion_globs(model: ModelConfig) -> list[str]:

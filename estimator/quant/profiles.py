@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from perfledger.estimator.errors import UnknownQuantError
+from perfledger.safe_io import data_yaml
 
 QUANT_YAML = Path(__file__).with_name("quant.yaml")
 
@@ -29,8 +28,7 @@ class QuantProfile:
 
 @cache
 def _doc(path: Path = QUANT_YAML) -> dict:
-    with open(path) as fh:
-        doc = yaml.safe_load(fh)
+    doc = data_yaml(path)
     for family, body in doc.items():
         for key in ("quants",):
             if key not in body:

@@ -11,12 +11,11 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-import yaml
-
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
 from perfledger.estimator.models.priced import PricedModel
+from perfledger.safe_io import data_yaml
 
 
 def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int, *, moe: bool) -> list[tuple[str, str, dict, float]]:
@@ -75,7 +74,7 @@ MOE_DISPATCH_YAML = Path(__file__).with_name("moe_dispatch.yaml")
 
 @cache
 def _dispatch_rules() -> dict:
-    return yaml.safe_load(MOE_DISPATCH_YAML.read_text())
+    return data_yaml(MOE_DISPATCH_YAML)
 
 
 def moe_dispatch(d, tokens: int, h: int, side: str) -> tuple[str, dict]:

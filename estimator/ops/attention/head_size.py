@@ -11,16 +11,16 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import yaml
 
 from perfledger.estimator.ops.attention.kernel_lanes import LANE
+from perfledger.safe_io import data_yaml
 
 HEADSIZE_YAML = Path(__file__).with_name("attention_headsize.yaml")
 
 
 @cache
 def headsize_doc(path: Path = HEADSIZE_YAML) -> dict:
-    doc = yaml.safe_load(path.read_text())
+    doc = data_yaml(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("preferred"), int) or not isinstance(doc.get("context_ratio"), dict):
         raise ValueError(f"{path}: needs an integer `preferred` and a `context_ratio` map of backend -> {{head size: ratio}}")
     for backend, table in doc["context_ratio"].items():

@@ -22,6 +22,7 @@ import yaml
 from perfledger import settings
 from perfledger.estimator.data.sources import first_wins
 from perfledger.estimator.errors import NoDataError
+from perfledger.safe_io import data_yaml
 from perfledger.versions import version_key
 
 LANE = "kernel_source"
@@ -62,7 +63,7 @@ def _lane_defaults(est, system: str) -> tuple[dict, int | None]:
     def build():
         package = settings.aic_package_dir()
         path = None if package is None else package / "systems" / DEFAULTS_FILE
-        doc = yaml.safe_load(path.read_text()) if path is not None and path.is_file() else {}
+        doc = data_yaml(path) if path is not None and path.is_file() else {}
         if not isinstance(doc, dict):
             raise ValueError(f"{path}: expected a mapping backend -> version -> sm -> lane")
         return doc

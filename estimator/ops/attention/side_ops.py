@@ -10,16 +10,16 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from perfledger.estimator.data.system_specs import SystemSpec
+from perfledger.safe_io import data_yaml
 
 SIDE_YAML = Path(__file__).with_name("attention_side.yaml")
 
 
 @cache
 def _doc(path: Path = SIDE_YAML) -> dict:
-    doc = yaml.safe_load(path.read_text())
+    doc = data_yaml(path)
     body = doc.get("context") if isinstance(doc, dict) else None
     if not isinstance(body, dict) or "multiplier" not in body or "ops" not in body:
         raise ValueError(f"{path}: needs context.multiplier and context.ops")
