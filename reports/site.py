@@ -39,8 +39,8 @@ def _plan_pages(wh, out: Path, plans: pl.DataFrame) -> list[Page]:
     """One planning page per model of the stored plans, each question's Pareto fronts as an SVG beside it, and the
     best rows of earlier `plans` versions (time travel, at most HISTORY_VERSIONS) for the history tables."""
     from perfledger.reports.history import HISTORY_VERSIONS
-    from perfledger.reports.plan_page import plan_page, plot_path
     from perfledger.reports.pareto import pareto_plot
+    from perfledger.reports.plan_page import plan_page, plot_path
 
     if not plans.height:
         return []

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from perfledger.estimator.errors import EstimatorError
+from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import catalog, resolve_model
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.disagg import decode_batches, settings

@@ -16,8 +16,19 @@ from typing import Any
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, model_dims, resolve_model
 from perfledger.estimator.models.config_expr import ConfigExprError
-from perfledger.estimator.models.plans import (deepseek, deepseek_v4, gemma4, glm5, gqa, hybrid_moe, kimi_k3, minimax_m3, nas,
-                                               nemotron_h, qwen35)
+from perfledger.estimator.models.plans import (
+    deepseek,
+    deepseek_v4,
+    gemma4,
+    glm5,
+    gqa,
+    hybrid_moe,
+    kimi_k3,
+    minimax_m3,
+    nas,
+    nemotron_h,
+    qwen35,
+)
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.quant.checkpoint import unquantized_parts
 
