@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
-from perfledger.estimator.models.plans.gqa import _dispatch
+from perfledger.estimator.models.plans.gqa import moe_dispatch
 from perfledger.estimator.models.priced import PricedModel
 
 
@@ -124,8 +124,8 @@ def _moe_ops(m, d, base, gemm, mem, ar, tokens, n):
            ("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), n)]
     if latent:
         out.append(("fc1_latent_proj_gemm", "gemm", gemm(latent // tp, h), n))
-    out += [("moe_pre_dispatch", *_dispatch(d, tokens, width, "pre"), n), ("moe", "moe", moe, n),
-            ("moe_post_dispatch", *_dispatch(d, tokens, width, "post"), n)]
+    out += [("moe_pre_dispatch", *moe_dispatch(d, tokens, width, "pre"), n), ("moe", "moe", moe, n),
+            ("moe_post_dispatch", *moe_dispatch(d, tokens, width, "post"), n)]
     if latent:
         out.append(("fc2_latent_proj_gemm", "gemm", gemm(h, latent // tp, lp=True), n))
     return out + [("moe_ar", "allreduce", ar, n)]
