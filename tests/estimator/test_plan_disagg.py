@@ -97,3 +97,22 @@ def test_best_disagg_config_equals_the_oracles(case):
     assert _config(ours) == _oracle_config(theirs, case["q"].total_gpus)
     for m in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms"):
         assert _close(ours[m], theirs[m], 1e-4), (m, ours[m], theirs[m])
+
+
+def test_sglang_worker_tables_fit_the_oracles_kv_boundary(wheel_est):
+    """SGLang workers are sized on 0.12.0's static path, whose KV budget is the server's derived mem_fraction_static
+    (memory.yaml kv_budget.static), not the agg default: the same decode batches fit at each layout's boundary (the
+    0.88 default dropped tp1 b52, tp2 b160, tp4 b376 here), and the dense prefill table is the oracle's too."""
+    from perfledger.estimator.plan import workers
+    from perfledger.estimator.plan.question import Question, resolve_version
+
+    args = ("Qwen/Qwen3-32B", 8, "h200_sxm", "sglang", 4000, 500, 2000.0, 30.0)
+    ref = plan_oracle.disagg(*args)
+    model, gpus, system, backend, isl, osl, ttft, tpot = args
+    q = resolve_version(wheel_est.source, Question(model, system, backend, gpus, isl, osl, ttft, tpot))
+    for role in ("prefill", "decode"):
+        ours = {tuple(r[k] for k in LAYOUT): r for r in workers.candidates(wheel_est, q, role)[0].to_dicts()}
+        theirs = {tuple(r[k] for k in LAYOUT): r for r in getattr(ref, role)}
+        assert sorted(ours) == sorted(theirs), (role, sorted(set(theirs) ^ set(ours)))
+        off = [(k, c, ours[k][c], theirs[k][c]) for k in theirs for c in WORKER_METRICS if ours[k][c] != theirs[k][c]]
+        assert not off, off[:5]
