@@ -109,10 +109,30 @@ def _architecture(arch: str) -> dict:
     return known[arch]
 
 
-def kv_budget_bytes(rule: dict, version: str, capacity: float, non_kv: float) -> float:
-    """The backend's KV-cache budget in bytes (memory.yaml `kv_budget`; fraction by version prefix)."""
+def static_fraction(rule: dict, capacity: float, tp: int, pp: int, dp: int) -> float:
+    """The static path's memory fraction (memory.yaml `kv_budget.static`: SGLang's derived mem_fraction_static)."""
+    mib = capacity / (1 << 20)
+    tier = next(t for t in rule["tiers"] if t["below_mib"] is None or mib < t["below_mib"])
+    bs = tier["graph_bs"][1 if tp >= rule["wide_tp"] else 0]
+    reserved = (rule["base_mib"] + rule["per_chunk_token_mib"] * tier["chunked_prefill"]
+                + tp * pp / 8 * 1024 * rule["parallel_gib_per_8"] + bs * rule["per_graph_bs_mib"])
+    if dp > 1:
+        reserved += bs * dp * rule["dp_per_graph_bs_mib"]
+        if bs > rule["dp_large_bs"]:
+            reserved += bs * dp * rule["dp_large_per_graph_bs_mib"]
+    if mib > rule["floor_above_mib"]:
+        reserved = max(reserved, rule["floor_mib"])
+    return round((mib - reserved) / mib, rule["digits"])
+
+
+def kv_budget_bytes(rule: dict, version: str, capacity: float, non_kv: float, *, static: bool = False, tp: int = 1,
+                    pp: int = 1, dp: int = 1) -> float:
+    """The backend's KV-cache budget in bytes (memory.yaml `kv_budget`; fraction by version prefix, or on the static
+    path the rule's `static` derivation where the backend has one)."""
     prefixes = [k for k in rule["fraction"] if k != "default" and version.startswith(k)]
     fraction = rule["fraction"][max(prefixes, key=len)] if prefixes else rule["fraction"]["default"]
+    if static and "static" in rule:
+        fraction = static_fraction(rule["static"], capacity, tp, pp, dp)
     scale = (1 - rule["reserved"]) * (1 - rule["tolerance"])
     return (capacity - non_kv) * fraction * scale if rule["of_free"] else capacity * fraction * scale - non_kv
 
@@ -120,7 +140,8 @@ def kv_budget_bytes(rule: dict, version: str, capacity: float, non_kv: float) ->
 def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, tp: int, moe_tp: int, moe_ep: int,
               quants: dict[str, str], batch: int, seq_tokens: int, tokens: int, version: str = "",
               source: str = "system yaml", pp: int = 1, dp: int = 1, nextn: int = 0,
-              decode_tokens: int | None = None, terms: list[tuple[str, float]] | None = None) -> Memory:
+              decode_tokens: int | None = None, terms: list[tuple[str, float]] | None = None,
+              static_path: bool = False) -> Memory:
     """The per-GPU memory of one replica shard (pure: the model, the parsed system YAML, the deployment).
 
     seq_tokens: KV slots per sequence (isl + osl); tokens: tokens in one forward pass (activations);
@@ -128,7 +149,8 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
     split across them, KV not); dp: attention data parallelism (the MoE workspace spans every rank's tokens);
     nextn: MTP draft tokens, which scale decode activations by nextn + 1: only the `decode_tokens` share of a
     mixed step when given, else every token. terms: this deployment's `weight_bytes`, when the caller sized them
-    already (a search sizes one parallel configuration at many batches)."""
+    already (a search sizes one parallel configuration at many batches). static_path: the KV budget of 0.12.0's
+    static path (its disagg workers; SGLang derives its fraction there) instead of its agg default."""
     doc, entry = _doc(), _architecture(arch)
     if backend not in doc["backends"]:
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
@@ -164,7 +186,8 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
     except (KeyError, TypeError) as exc:
         raise MemoryModelError(f"{source}: missing gpu.mem_capacity / misc.nccl_mem[{tp8}] / misc.other_mem ({exc})") from None
     weights = sum(b for _, b in terms) / pp
-    budget = kv_budget_bytes(be["kv_budget"], version, capacity, weights + act + nccl + others)
+    budget = kv_budget_bytes(be["kv_budget"], version, capacity, weights + act + nccl + others, static=static_path,
+                             tp=tp, pp=pp, dp=dp)
     return Memory(weights, kv, act, nccl, others, capacity, budget, tuple(terms))
 
 

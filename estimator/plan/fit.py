@@ -27,7 +27,7 @@ class MemoryModel:
     _terms: dict = field(default_factory=dict, repr=False, compare=False)  # weight terms per (tp, moe_tp, moe_ep)
 
     def worker(self, p: Parallel, *, batch: int, seq_tokens: int, tokens: int, nextn: int = 0,
-               decode_tokens: int | None = None) -> Memory:
+               decode_tokens: int | None = None, static_path: bool = False) -> Memory:
         """Per-GPU memory of one worker holding `batch` sequences of `seq_tokens` KV slots, `tokens` per forward pass."""
         width = (p.tp, p.moe_tp, p.moe_ep)
         if width not in self._terms:
@@ -36,7 +36,7 @@ class MemoryModel:
         return footprint(self.arch, self.model, self.system_doc, self.backend, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep,
                          quants=self.quants, batch=batch, seq_tokens=seq_tokens, tokens=tokens, version=self.version,
                          source=self.source, pp=p.pp, dp=p.dp, nextn=nextn, decode_tokens=decode_tokens,
-                         terms=self._terms[width])
+                         terms=self._terms[width], static_path=static_path)
 
 
 def memory_model(model: str | ModelConfig, system: str, backend: str, version: str, quants: dict) -> MemoryModel:

@@ -64,8 +64,9 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
         d = replace(base, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, pp=p.pp, attention_dp=p.dp, nextn=q.nextn)
         fitting = []
         for b in batches:
-            mem = (memory.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * (q.isl - q.prefix)) if role == "prefill"
-                   else memory.worker(p, batch=b, seq_tokens=q.isl + q.osl, tokens=b, nextn=q.nextn))
+            mem = (memory.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * (q.isl - q.prefix), static_path=True)
+                   if role == "prefill" else
+                   memory.worker(p, batch=b, seq_tokens=q.isl + q.osl, tokens=b, nextn=q.nextn, static_path=True))
             if not (mem.fits and mem.kv_fits):
                 break
             fitting.append((p, d, b, mem.total))

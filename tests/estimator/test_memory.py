@@ -191,3 +191,20 @@ def test_static_memory_object_takes_the_static_estimates_quants():
     assert out["kv"] == round(8 * (4200 * 24 * 576 * 2 + 69 * 5 * 12 * 128 * (4 * 128 + 18)) / GIB, 3)
     assert static_memory("Qwen/Qwen3.5-27B", "b200_sxm", "sglang", tp=8, moe_tp=1, moe_ep=8, quants=quants,
                          batch=1, isl=1, osl=2) is None  # no memory model for Qwen3_5ForConditionalGeneration yet
+
+
+def test_static_path_kv_fraction_is_sglangs_derived_mem_fraction_static(aic_core):
+    """0.12.0's static path (its disagg workers) sizes SGLang's KV pool with the mem_fraction_static the server derives
+    from capacity and layout, not the 0.88 agg default: equal over capacity tiers, tp, pp and attention-dp."""
+    from aiconfigurator_core.sdk.backends.sglang_backend import derive_sglang_mem_fraction_static
+
+    from perfledger.estimator.models.memory import _doc, static_fraction
+
+    rule = _doc()["backends"]["sglang"]["kv_budget"]["static"]
+    for capacity in (16e9, 24e9, 40e9, 48e9, 80e9, 96e9, 151397597184, 192e9, 288e9):
+        for tp, pp, dp in ((1, 1, 1), (2, 1, 1), (4, 1, 1), (8, 1, 1), (16, 1, 1), (2, 2, 1), (1, 1, 4), (2, 1, 8), (8, 4, 2)):
+            assert static_fraction(rule, capacity, tp, pp, dp) == derive_sglang_mem_fraction_static(int(capacity), tp, pp, dp)
+    arch, dims = dims_of("Qwen/Qwen3-32B")
+    agg, static = (footprint(arch, dims, system_doc("h200_sxm"), "sglang", tp=1, moe_tp=1, moe_ep=1, quants=BF16, batch=52,
+                             seq_tokens=4500, tokens=52, version="0.5.14", static_path=s) for s in (False, True))
+    assert static.kv_budget > agg.kv_budget and agg.total == static.total

@@ -4,9 +4,9 @@ Per question (one in-process oracle run each, ~10 s): the prefill and decode wor
 sizes that fit, same rounded TTFT / TPOT / seq/s / tokens/s/user), the rate-matched replica set (same rows in the
 same order), the top-N and the Pareto front after picking, and the best disagg config (same workers, parallelism
 and batch; tokens/s/GPU, tokens/s/user, TTFT, TPOT within 1e-4 relative), for dense and MoE (TP / EP / attention-DP)
-models. Not covered: sglang, whose MoE and dense-Qwen3 prefill sweeps add context parallelism (not priced). The questions
-have configs meeting their TPOT: where none does, 0.12.0 lists the SLA-violating configs closest to it as its
-"best", while `perfledger plan` answers "too tight" (exit 1), by design.
+models; the sglang dense decode table at the KV boundary (its prefill CP layouts are not priced, so its prefill, MoE
+and replica tables are not compared). The questions have configs meeting their TPOT: where none does, 0.12.0 lists the
+SLA-violating configs closest to it as its "best", while `perfledger plan` answers "too tight" (exit 1), by design.
 """
 
 from __future__ import annotations
@@ -97,3 +97,21 @@ def test_best_disagg_config_equals_the_oracles(case):
     assert _config(ours) == _oracle_config(theirs, case["q"].total_gpus)
     for m in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms"):
         assert _close(ours[m], theirs[m], 1e-4), (m, ours[m], theirs[m])
+
+
+def test_sglang_worker_tables_fit_the_oracles_kv_boundary(wheel_est):
+    """SGLang workers are sized on 0.12.0's static path, whose KV budget is the server's derived mem_fraction_static
+    (memory.yaml kv_budget.static), not the agg default: the same decode batches fit at each layout's boundary (the
+    0.88 default dropped tp1 b52, tp2 b160, tp4 b376 here). Decode only: 0.12.0's sglang prefill adds cp layouts."""
+    from perfledger.estimator.plan import workers
+    from perfledger.estimator.plan.question import Question, resolve_version
+
+    args = ("Qwen/Qwen3-32B", 8, "h200_sxm", "sglang", 4000, 500, 2000.0, 30.0)
+    ref = plan_oracle.disagg(*args)
+    model, gpus, system, backend, isl, osl, ttft, tpot = args
+    q = resolve_version(wheel_est.source, Question(model, system, backend, gpus, isl, osl, ttft, tpot))
+    ours = {tuple(r[k] for k in LAYOUT): r for r in workers.candidates(wheel_est, q, "decode")[0].to_dicts()}
+    theirs = {tuple(r[k] for k in LAYOUT): r for r in ref.decode}
+    assert sorted(ours) == sorted(theirs), sorted(set(theirs) ^ set(ours))
+    off = [(k, c, ours[k][c], theirs[k][c]) for k in theirs for c in WORKER_METRICS if ours[k][c] != theirs[k][c]]
+    assert not off, off[:5]
