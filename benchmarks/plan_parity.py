@@ -48,6 +48,12 @@ def _side(row: dict, side: str) -> tuple:
     return tuple(row[side][k] for k in SIDE) if side in row else tuple(row[f"{side[0]}_{k}"] for k in SIDE)
 
 
+def _show(ours: list[dict], theirs: list[dict], key) -> None:
+    for a, b in zip(ours, theirs, strict=False):
+        print("    ours", key(a), [round(a[m], 3) for m in METRICS])
+        print("    ref ", key(b), [b[m] for m in METRICS])
+
+
 def main() -> None:
     from perfledger.estimator.plan.question import Question
     from perfledger.estimator.plan.search import plan
@@ -56,6 +62,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", default=",".join(str(i) for i in range(len(QUESTIONS))))
+    parser.add_argument("--show", action="store_true", help="print both sides' rows where they differ")
     args = parser.parse_args()
     est = Estimator(open_source("aic-package"))
     for i in (int(x) for x in args.questions.split(",")):
@@ -78,6 +85,8 @@ def main() -> None:
         for part, theirs in (("top", ref["top"].to_dicts()), ("pareto", ref["pareto"].to_dicts())):
             same, worst = _compare(getattr(agg, part), theirs, agg_key)
             print(f"  agg {part}: {len(getattr(agg, part))} vs {len(theirs)} rows, same points {same}, max rel {worst:.2e}")
+            if args.show and (not same or worst > 1e-4):
+                _show(getattr(agg, part), theirs, agg_key)
         if agg.top and len(ref["top"]):
             print(f"  agg best: ours {agg_key(agg.top[0])}, reference {ref['top']['parallel'][0]} bs{ref['top']['batch'][0]}")
         dis = answer.modes["disagg"]
@@ -88,6 +97,8 @@ def main() -> None:
             worst = max((_rel(a[m], b[m]) for a, b in zip(ours_rows, theirs, strict=False) for m in METRICS), default=0.0)
             print(f"  disagg {part}: {len(ours_rows)} vs {len(theirs)} rows, same points {same}, max rel {worst:.2e}"
                   + ("" if ours_rows or not dis.reason else f" (ours: {dis.reason})"))
+            if args.show and (not same or worst > 1e-4):
+                _show(ours_rows, theirs, dis_key)
 
 
 if __name__ == "__main__":
