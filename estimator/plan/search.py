@@ -69,12 +69,13 @@ def _misses(role: str, misses: workers.Misses) -> tuple[str, ...]:
 
 
 def _empty_role(role: str, misses: workers.Misses) -> str:
-    if misses.no_data:
-        return f"no {role} worker can be priced (missing data): {misses.no_data[0]}"
+    """Why a role has no worker: a refusal first (layouts that fit but are not priced by the plan), then missing data."""
     if misses.refused:
         kinds = list(dict.fromkeys(m.split(": ", 1)[-1] for m in misses.refused))
         return (f"refused: the estimator prices no {role} layout that fits ({len(misses.refused)} refused): "
                 + "; ".join(kinds[:2]) + (f" [+{len(kinds) - 2} more]" if len(kinds) > 2 else ""))
+    if misses.no_data:
+        return f"no {role} worker can be priced (missing data): {misses.no_data[0]}"
     return f"does not fit: no {role} layout fits in memory at batch 1 ({', '.join(misses.unfit) or 'no layout'})"
 
 
