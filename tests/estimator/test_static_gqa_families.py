@@ -195,15 +195,31 @@ def test_mxfp4_moe_borrows_the_quant_the_table_names_first(wheel_est, oracle, sy
 
 
 @pytest.mark.aic
-@pytest.mark.parametrize("model,needs", [("Qwen/Qwen3.5-27B", "gated delta net kernels"),
-                                         ("nvidia/Qwen3.5-397B-A17B-NVFP4", "gated delta net kernels"),
-                                         ("nvidia/Nemotron-H-56B-Base-8K", "Mamba-2 kernels"),
-                                         ("MiniMaxAI/MiniMax-M3", "MiniMax sparse attention")])
-def test_architectures_priced_by_the_reference_but_not_here_are_typed_refusals(model, needs):
-    """0.12.0 prices them; until their op families are here the answer is a typed refusal naming what is missing,
-    never an estimate and never a plain 'not in models.yaml'."""
-    with pytest.raises(UnsupportedModelError, match=f"need op families not priced yet: .*{needs}"):
-        load_model(model)
+def test_every_wheel_architecture_has_a_layer_plan():
+    """Every architecture among the wheel's model configs is priced (models.yaml `architectures`), none refused."""
+    from perfledger import settings
+    from perfledger.estimator.models.config import catalog
+
+    archs = set()
+    for path in settings.aic_package_dir().glob("model_configs/*_config.json"):
+        if not path.name.endswith("hf_quant_config.json"):
+            archs.update(json.loads(path.read_text()).get("architectures") or [])
+    assert len(archs) >= 25 and sorted(archs - set(catalog()["architectures"])) == []
+    assert not catalog().get("unsupported")
+
+
+def test_an_architecture_listed_unsupported_is_a_typed_refusal_naming_its_needs(monkeypatch):
+    """An architecture the reference prices and we do not yet is listed under `unsupported` with what it needs: the
+    answer is a typed refusal naming that, never an estimate and never a plain 'not in models.yaml'."""
+    from perfledger.estimator.models.config import catalog
+    from perfledger.estimator.models.plans import registry
+
+    doc = dict(catalog())
+    doc["architectures"] = {k: v for k, v in doc["architectures"].items() if k != "Qwen3ForCausalLM"}
+    doc["unsupported"] = {"Qwen3ForCausalLM": {"needs": ["the frobnicator kernels (frob_perf)"]}}
+    monkeypatch.setattr(registry, "catalog", lambda: doc)
+    with pytest.raises(UnsupportedModelError, match=r"need op families not priced yet: the frobnicator kernels"):
+        load_model("Qwen/Qwen3-32B")
 
 
 MEMORY = [("XiaomiMiMo/MiMo-7B-Base", "h200_sxm", "trtllm", "1.3.0rc20", 2, 1, 1),
