@@ -72,6 +72,8 @@ class MoeModel(OpModel):
 
     def silicon(self, est, key, q):
         rows = self._slice(self._table(est, key, bool(key["gated"])), key)
+        if not rows.height:  # as 0.12.0: the other gating's rows where its own has none at this shape (vLLM / sglang
+            rows = self._slice(self._table(est, key, not bool(key["gated"])), key)  # hold gated kernels only: NemotronH)
         if not rows.height:
             where = ", ".join(f"{c}={key[c]}" for c in self.group_keys)
             raise NoDataError(f"no moe_perf slice for {where}")

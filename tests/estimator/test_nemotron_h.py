@@ -47,3 +47,19 @@ def test_static_matches_the_engine_per_op(wheel_est, oracle, model, system, par,
         {"gemm": "nvfp4", "moe": "nvfp4", "kv": "fp8"}
     assert cfg.family["kind"] == "nemotron_h"
     assert_static_matches_engine(wheel_est, oracle, model, system, "trtllm", "1.3.0rc20", par, shape, quants)
+
+
+@pytest.mark.aic
+def test_non_gated_moe_reads_the_gated_rows_where_the_table_has_no_non_gated_kernel(wheel_est, oracle):
+    """vLLM's tables hold gated kernels only: Ultra's non-gated latent MoE reads them, as 0.12.0 does."""
+    import polars as pl
+
+    from perfledger.estimator.batch import estimate
+
+    shape = {"system": "h200_sxm", "backend": "vllm", "version": "0.24.0", "quant": "fp8", "distribution": "power_law_1.01",
+             "topk": 22, "experts": 512, "hidden": 2048, "inter": 5120, "tp": 1, "ep": 1}
+    got = {gated: estimate(wheel_est, "moe", pl.DataFrame([{**shape, "gated": gated, "tokens": 300}]))
+           for gated in (True, False)}
+    ref = oracle.moe("h200_sxm", "vllm", "0.24.0", "fp8", "power_law_1.01", False, 22, 512, 2048, 5120, 1, 1, 300)[0]
+    assert got[False]["source"][0] == "silicon" and got[False]["latency_ms"][0] == got[True]["latency_ms"][0]
+    assert got[False]["latency_ms"][0] == pytest.approx(ref, rel=1e-9)
