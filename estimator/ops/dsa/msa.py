@@ -10,7 +10,8 @@ heads / batch / tokens / quants on the transfer architecture (dsa.yaml `msa_roof
 Roofline per batch element, for n new tokens after p cached ones (decode: n = 1 over the s - 1 cached keys, which
 are then the context length), H query / K kv heads, T = index_topk:
 - math: projection GEMMs at the GEMM quant's rate, 2·n·hidden·((H + K)·(qk + v) + index heads·dim); at the bf16
-  rate 2·H·(qk + v) per attended (query, key) pair (the DSA n²/2 convention) and (qk + v)·H per token; when the
+  rate 2·H·(qk + v) per attended (query, key) pair (context: the DSA n²/2 convention plus (qk + v)·H per token;
+  decode: the min(s - 1, T) keys only); when the
   context exceeds T, the indexer's 2·index heads·dim per token and context block at the fp8 rate;
 - memory: those weights at the GEMM quant's bytes, and per batch element the bf16 q / o activations
   2·H·(qk + v) per token, the KV K·(qk + v) at the KV bytes per key up to T, and the index cache per context block
@@ -43,7 +44,7 @@ def msa_module_sol(g: dict, heads, kv_heads, batch, n, prefix, *, decode: bool, 
     blocks = np.ceil(context / g["block"])
     index = g["index_heads"] * g["index_head_dim"]
     params = g["hidden"] * ((h + kv) * width + index)
-    bf16 = 2 * h * width * _pairs(n, p, t) + width * h * n
+    bf16 = 2 * h * width * np.minimum(p, t) if decode else 2 * h * width * _pairs(n, p, t) + width * h * n
     scores = np.where(indexer, 2 * index * n * blocks, 0.0)
     math = b * (2 * n * params / gemm_flops + bf16 / bf16_flops + scores / fp8_flops) * 1000.0
     per_batch = (2 * h * width * n + kv * width * kv_bytes * np.minimum(context, t)
