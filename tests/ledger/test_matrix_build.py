@@ -306,7 +306,8 @@ def test_explain_cli_counts_disagreements_by_reason(root, built):
     assert summary == ("moonshotai/Kimi-K3", "perfledger", head, 3)
     assert payload["by_reason"] == [{"transition": "only imported", "keys": 232,
                                      "reason": "key not in our warehouse (no collected partition for that backend/version)"},
-                                    {"transition": "FAIL → PASS", "keys": 1, "reason": "imported: model does not fit in GPU memory"}]
+                                    {"transition": "FAIL → PASS", "keys": 1,
+                                     "reason": "imported: model does not fit in GPU memory"}]
     text = CliRunner().invoke(app, ["matrix", "explain", "kimi-k3", head, "--warehouse", str(root)])
     header, _, row = text.stdout.splitlines()[1:4]  # a table: keys, transition, reason
     assert header.split() == ["keys", "transition", "reason"]
