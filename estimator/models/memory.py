@@ -88,12 +88,15 @@ def sized_model(model: ModelConfig) -> tuple[str, PricedModel]:
         raise MemoryModelError(str(exc)) from None
 
 
-def weight_bytes(arch: str, names: dict, quants: dict[str, str]) -> list[tuple[str, float]]:
+def weight_bytes(arch: str, names: dict, quants: dict[str, str], backend: str | None = None) -> list[tuple[str, float]]:
     """(term, bytes per GPU) for every weight term of the architecture (memory.yaml); `names`: what its
-    expressions read (the model's `as_mapping()` and the deployment's parallelism)."""
+    expressions read (the model's `as_mapping()` and the deployment's parallelism); a term whose `skip_backends`
+    lists `backend` is left out (that backend's kernels fold the op away)."""
     entry = _architecture(arch)
     out = []
     for term in entry["weights"]:
+        if backend in term.get("skip_backends", ()):
+            continue
         role = term["quant"]
         own = names.get(term.get("quant_from", ""))  # the term's own label where the plan's dims hold one
         label = "bfloat16" if names.get(term.get("bf16_if", "")) else own or quants.get(role, role)
@@ -155,7 +158,7 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
     if backend not in doc["backends"]:
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
     dims, names = model.dims, {**model.as_mapping(), "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep}
-    terms = weight_bytes(arch, names, quants) if terms is None else terms
+    terms = weight_bytes(arch, names, quants, backend) if terms is None else terms
     kv_label = quants.get("kv", "bfloat16")
     if kv_label not in doc["kv_bytes"]:
         raise MemoryModelError(f"{MEMORY_YAML.name} kv_bytes: unknown KV quant {kv_label!r}")

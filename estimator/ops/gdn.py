@@ -80,8 +80,9 @@ class GdnModel(KdaModel):
         return Answer(np.where(miss, sol, lat), sol, source)
 
     def _kernel_rows(self, est, key) -> pl.DataFrame:
-        """Rows of the logical kernel at the query's structure: own backend first, then cross-backend lenders,
-        the first row per (batch, seq) kept."""
+        """Rows of the logical kernel at the query's structure: own backend first, then cross-backend lenders; only
+        the first physical kernel's rows (vLLM on Ada keeps its Triton scan beside the lent chunk_gated_delta_rule
+        rows, as 0.12.0 does), the first row per (batch, seq) kept."""
 
         def merged():
             try:
@@ -96,6 +97,8 @@ class GdnModel(KdaModel):
             exact = [pl.col(col) == int(key[k]) for k, col in STRUCTURE.items()]
             rows = rows.filter(pl.col("kernel_source").is_in(self._kernel(key)["sources"]), pl.col("phase") == key["phase"],
                                *exact)
+            if rows.height:  # one physical kernel per structure, never a blend: the first one's (own rows come first)
+                rows = rows.filter(pl.col("kernel_source") == rows["kernel_source"][0])
             return rows.unique(["batch_size", "seq_len"], keep="first", maintain_order=True)
 
         return est.memo(("gdn_kernel_rows", key["shared"], *(key[c] for c in self.group_keys if c != "state_dtype")), build)

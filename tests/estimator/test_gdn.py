@@ -84,6 +84,21 @@ def test_cross_backend_rows_are_lent_in_silicon_and_hybrid_only(wheel_est):
             assert out["latency_ms"][0] == own["latency_ms"][0]
 
 
+@pytest.mark.aic
+def test_one_physical_kernel_per_structure_as_the_reference(wheel_est, oracle):
+    """vLLM on l40s runs the Triton scan; sglang / trtllm lend chunk_gated_delta_rule rows at the same shard. Only the
+    own kernel's rows build the grid (a blend moved batch 26 × seq 5629 by 1.8 %, static_parity seed 1)."""
+    from aiconfigurator_core.sdk.operations import GDNKernel
+
+    cell = ("l40s", "vllm", "0.24.0")
+    op = GDNKernel("k", 1.0, "chunk_gated_delta_rule", "context", 4096, 16, 128, 64, 128, 4, mamba_ssm_dtype="float32")
+    for batch, seq in ((26, 5629), (26, 4096), (20, 6000)):
+        ref = oracle.handle(*cell).evaluate_ops_json(oracle.build([op]), is_context=True, batch_size=batch, s=seq,
+                                                     x=batch * seq)[0]
+        out = estimate(wheel_est, "gdn_kernel", frame(cell, "chunk_gated_delta_rule", "context", 4096, 16, 64, [batch], [seq]))
+        assert (out["latency_ms"][0], out["source"][0]) == (pytest.approx(ref[1], rel=1e-9), ref[3]), (batch, seq)
+
+
 # Bytes 0.12.0's GDN roofline charges (its latency × l40s mem_bw 864 GB/s at d_model 7168, where no rows exist), per
 # (kernel, phase, k heads, v heads, head_k, head_v, d_conv, batch, seq, state dtype)
 ROOFLINE_BYTES = [
