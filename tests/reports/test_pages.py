@@ -221,8 +221,8 @@ def test_plan_page_shows_the_best_its_fronts_top_configs_and_the_rendered_deploy
     assert [(r["mode"], r["tokens/s/GPU"], r["layout"]) for r in tops] == expected
     assert all(r["tpot_ms"] <= 30 for m in ("agg", "disagg") for r in payload[m])
     plot = (published_site["out"] / "plots" / f"pareto-{qwen['id']}.svg").read_text()
-    assert all(f"<!-- {m} -->" in plot for m in ("agg", "disagg") if payload[f"{m}_pareto"])
-    assert f"<!-- best ({best['mode']}) -->" in plot
+    assert all(f">{m}</text>" in plot for m in ("agg", "disagg") if payload[f"{m}_pareto"])  # the legend's entries
+    assert f">best ({best['mode']})</text>" in plot
     assert page.evaluate("[...document.querySelectorAll('img')].every(i => i.complete && i.naturalWidth > 0)")
     config = yaml.safe_load((published_site["out"] / qwen["folder"] / "generator_config.yaml").read_text())
     workers = config["WorkerConfig"]
