@@ -4,10 +4,11 @@ TTFT = Σ context ops × scale; TPOT = Σ over decode steps (stride 32, weighted
 The op list of one forward pass comes from the architecture's layer plan (models/plans/registry.py);
 quants left unset on the `Deploy` follow the checkpoint (quant/checkpoint.py), else bfloat16.
 Deployment knobs, as 0.12.0 prices them: pipeline stages keep every layer on the serial path and add pp − 1
-stage hand-offs (`p2p`) per pass; a cached prefix shortens prefill to isl − prefix tokens per request (attention
-scaled by SOL, ops/attention/context.py); MTP (`nextn` draft tokens) runs each decode step over batch × (nextn + 1)
-tokens with every generation op scaled by (layers + nextn) / layers; a MoE deployment's expert width
-moe_tp × moe_ep must equal tp × attention-dp (plan/space.py `check_moe_width`).
+stage hand-offs (`p2p`) per pass; a cached prefix shortens prefill to isl − prefix tokens per request (each
+sequence-aware op by its models.yaml `cached_prefix` rule; GQA attention scaled by SOL, ops/attention/context.py);
+MTP (`nextn` draft tokens) runs each decode step over batch × (nextn + 1) tokens with every generation op scaled by
+(layers + nextn) / layers; a MoE deployment's expert width moe_tp × moe_ep must equal tp × attention-dp (plan/space.py
+`check_moe_width`).
 """
 
 from __future__ import annotations
@@ -132,17 +133,42 @@ def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
 def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, seq: int, *, prefix: int = 0) -> list:
     """The op list of one forward pass with the deployment knobs applied: MTP on decode passes (batch × (nextn + 1)
     tokens, every op × (layers + nextn) / layers), the pp − 1 pipeline hand-offs of the pass's activations, and a
-    cached prefix on context attention (GQA `attention` op; the other plans' attention ops take none: refused)."""
+    cached prefix on the context pass (`with_prefix`)."""
     plan = PLANS[m.family["kind"]]
     mtp = 1.0
     if not context and d.nextn > 0:
         tokens, batch, mtp = tokens * (d.nextn + 1), batch * (d.nextn + 1), (m.dims.layers + d.nextn) / m.dims.layers
     ops = plan.ops(m, d, tokens, context, batch, seq)
     if prefix and context:
-        if not any(op == "attention" for _, op, _, _ in ops):
-            raise UnsupportedModelError(f"{m.name}: a cached prefix is priced for GQA attention only, not the "
-                                        f"{m.family['kind']} plan")
-        ops = [(n, op, {**q, "prefix": prefix} if op == "attention" else q, s) for n, op, q, s in ops]
+        ops = with_prefix(ops, prefix, seq, catalog()["cached_prefix"], where=m.name)
     if d.pp > 1:
         ops.append(("p2p", "p2p", {"bytes": tokens * m.dims.hidden * 2}, d.pp - 1))
     return ops if mtp == 1.0 else [(name, op, query, scale * mtp) for name, op, query, scale in ops]
+
+
+# query fields that carry a sequence length: a context op with one needs a models.yaml `cached_prefix` rule
+SEQUENCE_FIELDS = ("isl", "seq")
+
+
+def with_prefix(ops: list, prefix: int, isl: int, rules: dict, *, where: str) -> list:
+    """A context pass's ops with `prefix` of each request's `isl` cached, per op kind as models.yaml `cached_prefix`
+    says (also inside fallback / overlap groups); an op kind that sees the sequence without a rule is refused rather
+    than priced as if nothing were cached."""
+    out = []
+    for name, op, query, scale in ops:
+        if op == "fallback":
+            query = {part: with_prefix(query[part], prefix, isl, rules, where=where) for part in ("primary", "fallback")}
+        elif op == "overlap":
+            query = {**query, "groups": [with_prefix(g, prefix, isl, rules, where=where) for g in query["groups"]]}
+        elif op in rules:
+            rule = rules[op]
+            query = {**query, rule["length"]: isl if rule["at"] == "whole" else isl - prefix}
+            if rule.get("prefix"):
+                query["prefix"] = prefix
+            if rule.get("causal_share"):
+                scale *= 1 - (prefix / isl) ** 2
+        elif any(field in query for field in SEQUENCE_FIELDS):
+            raise UnsupportedModelError(f"{where}: a cached prefix is not priced for the {op} op "
+                                        f"({MODELS_YAML.name} `cached_prefix` has no rule for it)")
+        out.append((name, op, query, scale))
+    return out

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from perfledger.cli import app
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.plan.space import ParallelWidthError, check_moe_width
-from perfledger.estimator.static import Deploy, static
+from perfledger.estimator.static import Deploy, static, with_prefix
 
 pytestmark = pytest.mark.aic
 KNOBS = [("Qwen/Qwen3-32B", dict(tp=2, pp=2), dict(tp_size=2, pp_size=2)),
@@ -27,8 +27,22 @@ DP_BACKENDS = [("sglang", "0.5.14", dict(tp=2, attention_dp=2, moe_ep=4), dict(t
                ("sglang", "0.5.14", dict(tp=1, attention_dp=4, moe_tp=4), dict(tp_size=1, attention_dp_size=4, moe_tp_size=4)),
                ("trtllm", "1.3.0rc20", dict(tp=1, attention_dp=8, moe_ep=8), dict(tp_size=1, attention_dp_size=8,
                                                                                   moe_ep_size=8))]
+# a cached prefix on every sequence-aware context op kind (models.yaml `cached_prefix`): GQA (near-fully cached too,
+# and windowed), the MLA module and its fallback, split MLA, KDA, GDN, Mamba-2, DSA and MSA modules
+EP8, REF_EP8 = dict(tp=8, moe_ep=8), dict(tp_size=8, moe_ep_size=8)
+BF16_KV = dict(kv_quant="bfloat16", fmha_quant="bfloat16"), dict(kvcache_quant_mode="bfloat16", fmha_quant_mode="bfloat16")
 PREFIX = [("vllm", "0.24.0", "Qwen/Qwen3-32B", dict(tp=2), dict(tp_size=2), 400),
-          ("trtllm", "1.3.0rc20", "Qwen/Qwen3-30B-A3B", dict(tp=2, moe_ep=2), dict(tp_size=2, moe_ep_size=2), 900)]
+          ("trtllm", "1.3.0rc20", "Qwen/Qwen3-30B-A3B", dict(tp=2, moe_ep=2), dict(tp_size=2, moe_ep_size=2), 900),
+          ("vllm", "0.24.0", "Qwen/Qwen3-32B", dict(tp=2), dict(tp_size=2), 999),
+          ("vllm", "0.24.0", "openai/gpt-oss-120b", dict(tp=2, moe_tp=2), dict(tp_size=2, moe_tp_size=2), 700),
+          ("vllm", "0.24.0", "deepseek-ai/DeepSeek-V3", EP8, REF_EP8, 600),
+          ("sglang", "0.5.14", "deepseek-ai/DeepSeek-V3", {**EP8, **BF16_KV[0]}, {**REF_EP8, **BF16_KV[1]}, 950),
+          ("vllm", "0.24.0", "moonshotai/Kimi-K3", EP8, REF_EP8, 999),
+          ("sglang", "0.5.14", "zai-org/GLM-5-FP8", EP8, REF_EP8, 300),
+          ("trtllm", "1.3.0rc23", "MiniMaxAI/MiniMax-M3", EP8, REF_EP8, 500),
+          ("vllm", "0.24.0", "Qwen/Qwen3.5-27B", dict(tp=2), dict(tp_size=2), 999),
+          ("vllm", "0.24.0", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", dict(tp=2, moe_tp=2),
+           dict(tp_size=2, moe_tp_size=2), 500)]
 # attention DP on the MLA line: the experts over every rank's tokens, the dispatch collectives (K3 at its latent width)
 MLA_DP = [("vllm", "0.24.0", "moonshotai/Kimi-K3", dict(tp=4, attention_dp=4, moe_tp=16),
            dict(tp_size=4, attention_dp_size=4, moe_tp_size=16), 0),
@@ -88,3 +102,21 @@ def test_static_cli_takes_the_knobs_and_refuses_a_bad_width():
     assert bad.exit_code == 1 and "must equal tp 4" in json.loads(bad.stdout)["error"]
     usage = CliRunner().invoke(app, [*args, "--pp", "0"])
     assert usage.exit_code == 2
+
+
+def test_prefix_rules_reach_nested_ops_and_refuse_unknown_sequence_ops():
+    """The rules apply inside fallback / overlap groups; a sequence-aware op kind without a rule is refused, never
+    priced as if nothing were cached."""
+    rules = {"context_mla": {"length": "isl", "at": "whole", "causal_share": True},
+             "gdn_kernel": {"length": "seq", "at": "new"}}
+    ops = [("mla", "fallback", {"primary": [("m", "context_mla", {"isl": 1000}, 2.0)],
+                                "fallback": [("g", "gdn_kernel", {"seq": 1000}, 1.0)]}, 1.0),
+           ("dec", "overlap", {"groups": [[("g", "gdn_kernel", {"seq": 1000}, 1.0)]]}, 1.0),
+           ("qkv", "gemm", {"m": 4000}, 1.0)]
+    out = with_prefix(ops, 400, 1000, rules, where="M")
+    assert out[0][2]["primary"] == [("m", "context_mla", {"isl": 1000}, 2.0 * (1 - 0.4 ** 2))]
+    assert out[0][2]["fallback"][0][2] == {"seq": 600}
+    assert out[1][2]["groups"][0][0][2] == {"seq": 600}
+    assert out[2] == ops[2]
+    with pytest.raises(UnsupportedModelError, match="not priced for the kda_kernel op"):
+        with_prefix([("k", "kda_kernel", {"seq": 1000}, 1.0)], 400, 1000, rules, where="M")

@@ -152,13 +152,11 @@ class ContextAttentionModel(OpModel):
         return sol
 
     def _prefix_share(self, est, key, q):
-        """With a cached prefix the kernel prices the whole isl's lookup scaled by SOL(new tokens over the prefix) /
-        SOL(whole isl), side ops unscaled, as 0.12.0 does (probed: Qwen3-32B h200 vLLM, isl 1000, prefix 400)."""
+        """With a cached prefix the kernel prices the whole isl's lookup scaled by the new tokens' share of causal
+        attention math, 1 - (prefix / isl)^2, window or not, side ops unscaled, as 0.12.0 does (probed on Qwen3-32B
+        and gpt-oss-120b h200 vLLM from isl 100 / prefix 40 to isl 3000 / prefix 2999: not the roofline's share)."""
         prefix = int(key.get("prefix") or 0)
-        if not prefix:
-            return 1.0
-        sol = self._sol_fn(est, key)
-        return sol(q["heads"], q["isl"], q["batch"], prefix=prefix) / sol(q["heads"], q["isl"], q["batch"])
+        return 1.0 - (prefix / np.asarray(q["isl"], dtype=np.float64)) ** 2 if prefix else 1.0
 
     def _side(self, est, key, q, sol_only: bool):
         return side_latency(est.spec(key["system"]), key["fmha_quant"], bool(key["qk_norm"]), q["heads"],
