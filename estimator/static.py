@@ -5,7 +5,7 @@ The op list of one forward pass comes from the architecture's layer plan (models
 quants left unset on the `Deploy` follow the checkpoint (quant/checkpoint.py), else bfloat16.
 Deployment knobs, as 0.12.0 prices them: pipeline stages keep every layer on the serial path and add pp − 1
 stage hand-offs (`p2p`) per pass; a cached prefix shortens prefill to isl − prefix tokens per request (each
-sequence-aware op by its models.yaml `cached_prefix` rule; GQA attention scaled by SOL, ops/attention/context.py);
+sequence-aware op by its models.yaml `cached_prefix` rule; GQA attention by its causal share, ops/attention/context.py);
 MTP (`nextn` draft tokens) runs each decode step over batch × (nextn + 1) tokens with every generation op scaled by
 (layers + nextn) / layers; a MoE deployment's expert width moe_tp × moe_ep must equal tp × attention-dp (plan/space.py
 `check_moe_width`).
