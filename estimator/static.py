@@ -28,7 +28,7 @@ from perfledger.estimator.plan.space import check_moe_width
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 
 # the layer plans that price attention data parallelism (MoE over every rank's tokens, moe_dispatch.yaml's collectives)
-ATTENTION_DP_KINDS = ("moe", "deepseek", "glm5", "kimi_k3")
+ATTENTION_DP_KINDS = ("moe", "deepseek", "glm5", "kimi_k3", "qwen35")
 
 
 @dataclass(frozen=True)

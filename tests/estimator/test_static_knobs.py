@@ -50,7 +50,12 @@ MLA_DP = [("vllm", "0.24.0", "moonshotai/Kimi-K3", dict(tp=4, attention_dp=4, mo
            dict(tp_size=2, attention_dp_size=4, moe_ep_size=8), 0),
           ("vllm", "0.24.0", "deepseek-ai/DeepSeek-V3", dict(tp=1, attention_dp=8, moe_ep=8),
            dict(tp_size=1, attention_dp_size=8, moe_ep_size=8), 0)]
-CASES = ([("vllm", "0.24.0", *case, 0) for case in KNOBS]
+# attention DP on Qwen3.5-MoE (its own dispatch differences, models.yaml `attention_dp`), each backend
+QWEN35_DP = [(be, ver, "Qwen/Qwen3.5-35B-A3B", ours, ref, 0) for be, ver in (("vllm", "0.24.0"), ("sglang", "0.5.14"),
+                                                                            ("trtllm", "1.3.0rc20"))
+             for ours, ref in ((dict(tp=1, attention_dp=4, moe_ep=4), dict(tp_size=1, attention_dp_size=4, moe_ep_size=4)),
+                               (dict(tp=2, attention_dp=2, moe_tp=4), dict(tp_size=2, attention_dp_size=2, moe_tp_size=4)))]
+CASES = ([("vllm", "0.24.0", *case, 0) for case in KNOBS] + QWEN35_DP
          + [(be, ver, "Qwen/Qwen3-30B-A3B", ours, ref, 0) for be, ver, ours, ref in DP_BACKENDS] + PREFIX + MLA_DP)
 
 

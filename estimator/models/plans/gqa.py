@@ -77,15 +77,16 @@ def _dispatch_rules() -> dict:
     return data_yaml(MOE_DISPATCH_YAML)
 
 
-def moe_dispatch(d, tokens: int, h: int, side: str) -> tuple[str, dict]:
+def moe_dispatch(d, tokens: int, h: int, side: str, *, attention_tp: bool = True) -> tuple[str, dict]:
     """(op, query) of one MoE dispatch of `tokens` × `h` per rank: the width's custom allreduce, or under attention DP
-    the backend's collective (+ its attention-TP collective) as one serial group (moe_dispatch.yaml; also the MLA
-    line's plans)."""
+    the backend's collective (+ its attention-TP collective unless `attention_tp` is off) as one serial group
+    (moe_dispatch.yaml; also the MLA line's and Qwen3.5's plans). A backend without an attention-TP rule keeps the
+    width's allreduce beside attention TP (0.12.0's Qwen3.5 on TRT-LLM; the GQA plans refuse that deployment)."""
     width = d.moe_tp * d.moe_ep
     base = {"system": d.system, "backend": d.backend, "version": d.version}
-    if d.attention_dp <= 1:
+    rule = _dispatch_rules()[d.backend] if d.attention_dp > 1 else None
+    if rule is None or (d.tp > 1 and rule["attention_tp"] is None):
         return "allreduce", {**base, "tp": width, "elements": tokens * h}
-    rule = _dispatch_rules()[d.backend]
 
     def collective(op: str, gpus: int, elements: int) -> tuple:
         if op == "custom_allreduce":
@@ -93,7 +94,7 @@ def moe_dispatch(d, tokens: int, h: int, side: str) -> tuple[str, dict]:
         return (op, "comm", {**base, "op": op, "quant": rule["quant"], "num_gpus": gpus, "elements": elements}, 1)
 
     group = [collective(rule[side], width, tokens * d.attention_dp * h)]
-    if d.tp > 1:
+    if d.tp > 1 and attention_tp:
         tp_rule = rule["attention_tp"]
         group.append(collective(tp_rule[side], width if tp_rule["over"] == "width" else d.tp, tokens * h))
     return "overlap", {"groups": [group]}

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
+from perfledger.estimator.models.plans.gqa import moe_dispatch
 from perfledger.estimator.models.priced import PricedModel
 
 # ModelOpt per-layer algorithm -> GEMM quant, and the target markers of each GEMM category
@@ -117,6 +118,8 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
     phase = "context" if context else "generation"
     proj = own.projection_quant
     out = [("embedding", "mem", {"bytes": tokens * h * 2}, 1), ("embedding_ar", "allreduce", ar, 1)]
+    # the attention output's TP allreduce (none where attention DP's dispatch collectives take its place)
+    attn_ar = [] if d.attention_dp > 1 and d.backend in m.family["attention_dp"]["no_attention_allreduce"] else [ar]
     if c := own.gdn_layers:
         nk, nv = own.k_heads // tp, own.v_heads // tp
         kernel = {**base, "phase": phase, "d_model": h, "heads": nk, "v_heads": nv, "head_k_dim": own.head_k,
@@ -129,7 +132,8 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
                 ("gdn_in_proj_ba_gemm", "gemm", gemm(2 * nv, h, proj, below=True), c),
                 ("gdn_conv1d", "gdn_kernel", {**kernel, "kernel": conv}, c),
                 ("gdn_scan" if context else "gdn_recurrence", "gdn_kernel", {**kernel, "kernel": state}, c),
-                ("gdn_out_proj_gemm", "gemm", gemm(h, nv * own.head_v, proj, True), c), ("gdn_ar", "allreduce", ar, c)]
+                ("gdn_out_proj_gemm", "gemm", gemm(h, nv * own.head_v, proj, True), c)]
+        out += [("gdn_ar", "allreduce", q, c) for q in attn_ar]
         out += _ffn(m, d, "gdn", c, context, tokens, gemm, mem, ar)
     if c := own.full_layers:
         heads, kv_heads, hd = dims.heads // tp, -(-dims.kv_heads // tp), dims.head_dim
@@ -139,7 +143,8 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
         out += [("full_attn_norm", "mem", mem(2 * h, 2 * h), c),
                 ("qkv_gemm", "gemm", gemm(2 * heads * hd + 2 * kv_heads * hd, h, proj), c),
                 ("attention", "attention" if context else "generation_attention", attn, c),
-                ("proj_gemm", "gemm", gemm(h, heads * hd, proj, True), c), ("full_ar", "allreduce", ar, c)]
+                ("proj_gemm", "gemm", gemm(h, heads * hd, proj, True), c)]
+        out += [("full_ar", "allreduce", q, c) for q in attn_ar]
         out += _ffn(m, d, "full", c, context, tokens, gemm, mem, ar)
     out.append(("logits_gemm", "gemm", {**gemm(dims.vocab // tp, h, "bfloat16"), "m": batch}, 1))
     return out
@@ -159,10 +164,15 @@ def _ffn(m: PricedModel, d, prefix: str, count: int, context: bool, tokens: int,
     dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
     moe = {**base, "quant": d.moe_quant, "distribution": m.family["distribution"], "gated": True, "topk": dims.topk,
            "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
-           "tokens": tokens}
+           "tokens": tokens * d.attention_dp}
     routed = [(f"{prefix}_router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), count)] if dims.experts >= 128 else []
     pre = m.family["pre_dispatch"].get(d.backend)  # moe_group: the MoE width's allreduce; free: reported at 0 ms
-    if pre is not None:
+    dp_rules, serial_pre = m.family["attention_dp"], []
+    if d.attention_dp > 1:
+        pre_op = (f"{prefix}_moe_pre_dispatch", *moe_dispatch(
+            d, tokens, h, "pre", attention_tp=d.backend not in dp_rules["pre_without_attention_tp"]), count)
+        (serial_pre if d.backend in dp_rules["serial_pre_dispatch"] else routed).append(pre_op)
+    elif pre is not None:
         routed.append((f"{prefix}_moe_pre_dispatch", "allreduce", dispatch if pre == "moe_group" else {**dispatch, "tp": 1},
                        count))
     routed.append((f"{prefix}_moe", "moe", moe, count))
@@ -176,10 +186,11 @@ def _ffn(m: PricedModel, d, prefix: str, count: int, context: bool, tokens: int,
                    (f"{prefix}_shared_down_gemm", "gemm", gemm(h, inter, sq, True), count)]
         shared += [] if fused_gate else [(f"{prefix}_shared_expert_gate_mul", "mem", mem(h, h), count)]
     if shared and not context and d.backend in m.family["decode_overlap"]:
-        out.append((f"{prefix}_moe_overlap", "overlap", {"groups": [routed, shared]}, 1))
+        out += serial_pre + [(f"{prefix}_moe_overlap", "overlap", {"groups": [routed, shared]}, 1)]
     else:
-        out += routed + shared
+        out += serial_pre + routed + shared
     if own.shared_inter:
         merged = 3 * h if d.backend in m.family["fused_shared_gate"] else 2 * h  # the fused kernel reads hidden too
         out.append((f"{prefix}_shared_merge", "mem", mem(merged, h), count))
-    return out + [(f"{prefix}_moe_post_dispatch", "allreduce", dispatch, count)]
+    post = moe_dispatch(d, tokens, h, "post") if d.attention_dp > 1 else ("allreduce", dispatch)
+    return out + [(f"{prefix}_moe_post_dispatch", *post, count)]
