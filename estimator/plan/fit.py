@@ -32,7 +32,7 @@ class MemoryModel:
         width = (p.tp, p.moe_tp, p.moe_ep)
         if width not in self._terms:
             names = {**self.model.as_mapping(), "tp": p.tp, "moe_tp": p.moe_tp, "moe_ep": p.moe_ep}
-            self._terms[width] = weight_bytes(self.arch, names, self.quants)
+            self._terms[width] = weight_bytes(self.arch, names, self.quants, self.backend)
         return footprint(self.arch, self.model, self.system_doc, self.backend, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep,
                          quants=self.quants, batch=batch, seq_tokens=seq_tokens, tokens=tokens, version=self.version,
                          source=self.source, pp=p.pp, dp=p.dp, nextn=nextn, decode_tokens=decode_tokens,
