@@ -95,3 +95,17 @@ def test_the_oracle_is_run_statics_own_memory(parity, d):
     bytes_, fits, kv_fits, _ = parity.reference(d)[0]
     assert {k: v * parity.GIB for k, v in summary.get_memory().items()} == pytest.approx(bytes_, rel=1e-12)
     assert (not summary.check_oom(), not summary.check_kv_cache_oom()) == (fits, kv_fits)
+
+
+def test_the_planners_memory_fit_sizes_weights_for_its_backend(parity):
+    """plan/fit.py sizes the weight terms for the worker's backend (sglang folds Qwen3.5's shared-expert gate away):
+    a planner worker holds exactly what the static path and 0.12.0 size."""
+    from perfledger.estimator.plan.fit import memory_model
+    from perfledger.estimator.plan.space import Parallel
+
+    d = dep("Qwen/Qwen3.5-35B-A3B", "h200_sxm", "sglang", "0.5.14", 2, 1, 2, 8, 1000, 100)
+    quants = {"gemm": "bfloat16", "moe": "bfloat16", "kv": "bfloat16"}
+    worker = memory_model(d["model"], d["system"], "sglang", d["version"], quants).worker(
+        Parallel(tp=2, moe_ep=2), batch=8, seq_tokens=1100, tokens=8000)
+    static = parity.ours(d)[0]
+    assert worker.weights == static.weights == pytest.approx(parity.reference(d)[0][0]["weights"], rel=1e-12)
