@@ -98,17 +98,17 @@ def ours(d: dict):
     """Our static-path memory of `d` (models/memory.py `deployment_memory` at the quants `estimate static` resolves)."""
     from perfledger.estimator.errors import EstimatorError
     from perfledger.estimator.models.config import model_config
-    from perfledger.estimator.models.memory import deployment_memory
+    from perfledger.estimator.models.memory import deployment_memory, quant_labels
     from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 
     try:
         config = model_config(d["model"])
         quants = resolve_quants(config, d["backend"], {"gemm": d["gemm_quant"], "moe": d["moe_quant"],
                                                        "kv": d["kv_quant"], "fmha": None})
-        labels = {q: v["quant"] for q, v in quants.items()}
+        labels, flagged = quant_labels(quants)
         mem = deployment_memory(config, d["system"], d["backend"], tp=d["tp"], moe_tp=d["moe_tp"], moe_ep=d["moe_ep"],
                                 quants=labels, batch=d["batch"], isl=d["isl"], osl=d["osl"], version=d["version"],
-                                pp=d["pp"], dp=d["dp"], static_path=True)
+                                pp=d["pp"], dp=d["dp"], static_path=True, flagged=flagged)
     except EstimatorError as exc:
         return None, f"{type(exc).__name__}: {str(exc)[:140]}"
     return mem, labels

@@ -80,6 +80,13 @@ def evaluate(expr: str, names: dict, where: str) -> float:
         raise MemoryModelError(str(exc)) from None
 
 
+def quant_labels(quants: dict) -> tuple[dict[str, str], frozenset]:
+    """(label by role, the roles a flag set) from labels or static()'s {role: {"quant", "source"}} (labels alone:
+    none flagged)."""
+    labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
+    return labels, frozenset(role for role, v in quants.items() if isinstance(v, dict) and v.get("source") == "flag")
+
+
 def sized_model(model: ModelConfig) -> tuple[str, PricedModel]:
     """(architecture, its PricedModel: what its layer plan reads too); a config missing a dim is a MemoryModelError."""
     try:
@@ -88,10 +95,13 @@ def sized_model(model: ModelConfig) -> tuple[str, PricedModel]:
         raise MemoryModelError(str(exc)) from None
 
 
-def weight_bytes(arch: str, names: dict, quants: dict[str, str], backend: str | None = None) -> list[tuple[str, float]]:
+def weight_bytes(arch: str, names: dict, quants: dict[str, str], backend: str | None = None,
+                 flagged: frozenset = frozenset()) -> list[tuple[str, float]]:
     """(term, bytes per GPU) for every weight term of the architecture (memory.yaml); `names`: what its
     expressions read (the model's `as_mapping()` and the deployment's parallelism); a term whose `skip_backends`
-    lists `backend` is left out (that backend's kernels fold the op away)."""
+    lists `backend` is left out (that backend's kernels fold the op away); `flagged`: the roles whose quant a flag
+    set (a term's `checkpoint_bf16_if` exclusion holds only while the GEMM quant is not flagged, as 0.12.0 reads
+    the checkpoint's exclusions)."""
     entry = _architecture(arch)
     out = []
     for term in entry["weights"]:
@@ -99,7 +109,8 @@ def weight_bytes(arch: str, names: dict, quants: dict[str, str], backend: str | 
             continue
         role = term["quant"]
         own = names.get(term.get("quant_from", ""))  # the term's own label where the plan's dims hold one
-        label = "bfloat16" if names.get(term.get("bf16_if", "")) else own or quants.get(role, role)
+        excluded = names.get(term.get("bf16_if", "")) or ("gemm" not in flagged and names.get(term.get("checkpoint_bf16_if", "")))
+        label = "bfloat16" if excluded else own or quants.get(role, role)
         per_element = quant_profile("moe" if role == "moe" else "gemm", label).memory
         where = f"{MEMORY_YAML.name} {arch}.{term['name']}"
         out.append((term["name"], summed(term["elements"], names, term.get("over", ()), where) * per_element))
@@ -163,7 +174,7 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
               quants: dict[str, str], batch: int, seq_tokens: int, tokens: int, version: str = "",
               source: str = "system yaml", pp: int = 1, dp: int = 1, nextn: int = 0,
               decode_tokens: int | None = None, terms: list[tuple[str, float]] | None = None,
-              static_path: bool = False) -> Memory:
+              static_path: bool = False, flagged: frozenset = frozenset()) -> Memory:
     """The per-GPU memory of one replica shard (pure: the model, the parsed system YAML, the deployment).
 
     seq_tokens: KV slots per sequence (isl + osl); tokens: tokens in one forward pass (activations);
@@ -172,12 +183,13 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
     nextn: MTP draft tokens, which scale decode activations by nextn + 1: only the `decode_tokens` share of a
     mixed step when given, else every token. terms: this deployment's `weight_bytes`, when the caller sized them
     already (a search sizes one parallel configuration at many batches). static_path: the KV budget of 0.12.0's
-    static path (its disagg workers; SGLang derives its fraction there) instead of its agg default."""
+    static path (its disagg workers; SGLang derives its fraction there) instead of its agg default. flagged: the
+    roles whose quant a flag set (`weight_bytes`)."""
     doc, entry = _doc(), _architecture(arch)
     if backend not in doc["backends"]:
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
     dims, names = model.dims, {**model.as_mapping(), "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep}
-    terms = weight_bytes(arch, names, quants, backend) if terms is None else terms
+    terms = weight_bytes(arch, names, quants, backend, flagged) if terms is None else terms
     kv_label = quants.get("kv", "bfloat16")
     if kv_label not in doc["kv_bytes"]:
         raise MemoryModelError(f"{MEMORY_YAML.name} kv_bytes: unknown KV quant {kv_label!r}")
@@ -218,7 +230,7 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
 def deployment_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int = 1, moe_ep: int = 1,
                       quants: dict[str, str], batch: int, isl: int, osl: int, tokens: int | None = None,
                       version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0, prefix: int = 0,
-                      static_path: bool = False) -> Memory:
+                      static_path: bool = False, flagged: frozenset = frozenset()) -> Memory:
     """IO edge: read the model's HF config and the system YAML, then `footprint`.
 
     tokens defaults to batch × (isl − prefix) (one prefill pass over the uncached tokens, as 0.12.0's run_static
@@ -229,7 +241,7 @@ def deployment_memory(model: str | ModelConfig, system: str, backend: str, *, tp
     return footprint(arch, sized, data_yaml(spec_path), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
                      quants=quants, batch=batch, seq_tokens=isl + osl, tokens=tokens,
                      version=version, source=str(spec_path), pp=pp, dp=dp, nextn=nextn, decode_tokens=0,
-                     static_path=static_path)
+                     static_path=static_path, flagged=flagged)
 
 
 def static_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int, moe_ep: int, quants: dict,
@@ -237,10 +249,10 @@ def static_memory(model: str | ModelConfig, system: str, backend: str, *, tp: in
                   prefix: int = 0) -> dict | None:
     """The `memory` object of `estimate static --json` (GiB per GPU, 0.12.0's run_static: its static-path KV budget),
     or None for an architecture memory.yaml cannot size. quants: labels by role, or static()'s {role: {"quant", "source"}}."""
-    labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
+    labels, flagged = quant_labels(quants)
     try:
         return deployment_memory(model, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, quants=labels,
                                  batch=batch, isl=isl, osl=osl, version=version, pp=pp, dp=dp, nextn=nextn,
-                                 prefix=prefix, static_path=True).as_json()
+                                 prefix=prefix, static_path=True, flagged=flagged).as_json()
     except MemoryModelError:
         return None
