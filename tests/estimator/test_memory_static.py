@@ -57,6 +57,7 @@ DEPLOYMENTS = [
     dep("google/gemma-4-26B-A4B", "h200_sxm", "vllm", "0.24.0", 2, 1, 2, 64, 20000, 300),  # banded KV at 1024
     dep("nvidia/Gemma-4-26B-A4B-NVFP4", "b200_sxm", "trtllm", "1.3.0rc20", 4, 4, 1, 16, 500, 100),  # bf16 exclusions
     dep("nvidia/Gemma-4-31B-IT-NVFP4", "b200_sxm", "sglang", "0.5.14", 8, 8, 1, 128, 8000, 800, pp=2),
+    dep("nvidia/Gemma-4-26B-A4B-NVFP4", "h100_sxm", "vllm", "0.24.0", 2, 1, 2, 8, 2000, 100, gemm="fp8"),  # exclusions dropped
     dep("nvidia/Llama-3_3-Nemotron-Super-49B-v1", "h200_sxm", "trtllm", "1.3.0rc20", 4, 1, 1, 64, 8000, 500),  # no KV
     dep("nvidia/Llama-3_3-Nemotron-Super-49B-v1", "h100_sxm", "sglang", "0.5.14", 16, 1, 1, 8, 200, 20, gemm="fp8"),
     dep("nvidia/Llama-3_3-Nemotron-Super-49B-v1", "l40s", "vllm", "0.24.0", 2, 1, 1, 1, 1000, 100, pp=2),
