@@ -151,12 +151,8 @@ def architecture(model: str) -> str:
 
 
 def print_table(rows: list[dict], seconds: float) -> None:
-    outcomes = ["exact", "rejected by 0.12.0", "rejected by us", "differs"]
-    arches = sorted({r["arch"] for r in rows})
-    print(f"{'architecture':<44}" + "".join(f"{o:>20}" for o in outcomes) + f"{'total':>8}")
-    for a in arches + ["all"]:
-        sel = [r for r in rows if a in ("all", r["arch"])]
-        print(f"{a:<44}" + "".join(f"{sum(r['outcome'] == o for r in sel):>20}" for o in outcomes) + f"{len(sel):>8}")
+    static_parity.print_counts(rows, "arch", ["exact", "rejected by 0.12.0", "rejected by us", "differs"], "architecture",
+                               (44, 20))
     print(f"{len(rows)} deployments in {seconds:.0f} s")
     why = Counter((r["outcome"], r.get("why", "")[:100]) for r in rows if r["outcome"].startswith("rejected"))
     for (outcome, text), n in why.most_common(12):
