@@ -108,7 +108,7 @@ def weight_bytes(arch: str, names: dict, quants: dict[str, str], backend: str | 
         if backend in term.get("skip_backends", ()):
             continue
         role = term["quant"]
-        own = names.get(term.get("quant_from", ""))  # the term's own label where the plan's dims hold one
+        own = None if "gemm" in flagged else names.get(term.get("quant_from", ""))  # the checkpoint's per-category label
         excluded = names.get(term.get("bf16_if", "")) or ("gemm" not in flagged and names.get(term.get("checkpoint_bf16_if", "")))
         label = "bfloat16" if excluded else own or quants.get(role, role)
         per_element = quant_profile("moe" if role == "moe" else "gemm", label).memory
