@@ -67,6 +67,11 @@ DEPLOYMENTS = [
     dep("XiaomiMiMo/MiMo-V2-Flash", "h200_sxm", "trtllm", "1.3.0rc20", 8, 1, 8, 32, 16000, 300),  # linear KV, no cap
     dep("XiaomiMiMo/MiMo-V2-Flash", "b200_sxm", "sglang", "0.5.14", 4, 4, 1, 8, 600, 60, pp=2),
     dep("XiaomiMiMo/MiMo-V2-Flash", "h100_sxm", "vllm", "0.24.0", 16, 1, 16, 200, 2000, 200, kv="bfloat16"),
+    # flagged GEMM quants: what 0.12.0 keeps of the checkpoint's exclusions and per-category quants then
+    dep("zai-org/GLM-5.1", "h200_sxm", "sglang", "0.5.14", 8, 1, 8, 4, 1000, 100, gemm="fp8"),  # DSA at the flag
+    dep("nvidia/GLM-5.2-NVFP4", "b200_sxm", "trtllm", "1.3.0rc20", 8, 8, 1, 4, 1000, 100, gemm="fp8"),  # excluded: bf16
+    dep("nvidia/Qwen3.5-122B-A10B-NVFP4", "b200_sxm", "vllm", "0.24.0", 4, 1, 4, 8, 1000, 100, gemm="nvfp4"),
+    dep("moonshotai/Kimi-K3", "b300_sxm", "sglang", "0.5.16", 8, 1, 8, 2, 1000, 100, gemm="fp8_block"),  # shared bf16
 ]
 
 
