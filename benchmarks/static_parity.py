@@ -189,13 +189,17 @@ def summary(rows: list[dict]) -> dict:
             "one_sided_misses": {f"{o}|{m}": n for (o, m), n in misses.most_common()}}
 
 
+def print_counts(rows: list[dict], key: str, outcomes: list[str], label: str, widths: tuple[int, int]) -> None:
+    """Outcome counts per `key` value and over all rows (also benchmarks/memory_parity.py's table)."""
+    first, col = widths
+    print(f"{label:<{first}}" + "".join(f"{o:>{col}}" for o in outcomes) + f"{'total':>8}")
+    for k in sorted({r[key] for r in rows}) + ["all"]:
+        sel = [r for r in rows if k in ("all", r[key])]
+        print(f"{k:<{first}}" + "".join(f"{sum(r['outcome'] == o for r in sel):>{col}}" for o in outcomes) + f"{len(sel):>8}")
+
+
 def print_table(rows: list[dict], seconds: float) -> None:
-    outcomes = ["agree", "both miss", "only we miss", "only they miss", "differs"]
-    kinds = sorted({r["kind"] for r in rows})
-    print(f"{'family':<10}" + "".join(f"{o:>16}" for o in outcomes) + f"{'total':>8}")
-    for k in kinds + ["all"]:
-        sel = [r for r in rows if k in ("all", r["kind"])]
-        print(f"{k:<10}" + "".join(f"{sum(r['outcome'] == o for r in sel):>16}" for o in outcomes) + f"{len(sel):>8}")
+    print_counts(rows, "kind", ["agree", "both miss", "only we miss", "only they miss", "differs"], "family", (10, 16))
     print(f"{len(rows)} deployments in {seconds:.0f} s")
     for r in rows:
         if r["outcome"] in ("differs", "only we miss", "only they miss"):

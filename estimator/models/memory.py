@@ -80,6 +80,13 @@ def evaluate(expr: str, names: dict, where: str) -> float:
         raise MemoryModelError(str(exc)) from None
 
 
+def quant_labels(quants: dict) -> tuple[dict[str, str], frozenset]:
+    """(label by role, the roles a flag set) from labels or static()'s {role: {"quant", "source"}} (labels alone:
+    none flagged)."""
+    labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
+    return labels, frozenset(role for role, v in quants.items() if isinstance(v, dict) and v.get("source") == "flag")
+
+
 def sized_model(model: ModelConfig) -> tuple[str, PricedModel]:
     """(architecture, its PricedModel: what its layer plan reads too); a config missing a dim is a MemoryModelError."""
     try:
@@ -88,21 +95,44 @@ def sized_model(model: ModelConfig) -> tuple[str, PricedModel]:
         raise MemoryModelError(str(exc)) from None
 
 
-def weight_bytes(arch: str, names: dict, quants: dict[str, str], backend: str | None = None) -> list[tuple[str, float]]:
+def weight_bytes(arch: str, names: dict, quants: dict[str, str], backend: str | None = None,
+                 flagged: frozenset = frozenset()) -> list[tuple[str, float]]:
     """(term, bytes per GPU) for every weight term of the architecture (memory.yaml); `names`: what its
     expressions read (the model's `as_mapping()` and the deployment's parallelism); a term whose `skip_backends`
-    lists `backend` is left out (that backend's kernels fold the op away)."""
+    lists `backend` is left out (that backend's kernels fold the op away); `flagged`: the roles whose quant a flag
+    set (a term's `checkpoint_bf16_if` exclusion holds only while the GEMM quant is not flagged, as 0.12.0 reads
+    the checkpoint's exclusions)."""
     entry = _architecture(arch)
     out = []
     for term in entry["weights"]:
         if backend in term.get("skip_backends", ()):
             continue
         role = term["quant"]
-        own = names.get(term.get("quant_from", ""))  # the term's own label where the plan's dims hold one
-        label = "bfloat16" if names.get(term.get("bf16_if", "")) else own or quants.get(role, role)
+        own = None if "gemm" in flagged else names.get(term.get("quant_from", ""))  # the checkpoint's per-category label
+        excluded = names.get(term.get("bf16_if", "")) or ("gemm" not in flagged and names.get(term.get("checkpoint_bf16_if", "")))
+        label = "bfloat16" if excluded else own or quants.get(role, role)
         per_element = quant_profile("moe" if role == "moe" else "gemm", label).memory
-        out.append((term["name"], evaluate(term["elements"], names, f"{MEMORY_YAML.name} {arch}.{term['name']}") * per_element))
+        where = f"{MEMORY_YAML.name} {arch}.{term['name']}"
+        out.append((term["name"], summed(term["elements"], names, term.get("over", ()), where) * per_element))
     return out
+
+
+def summed(expr: str, names: dict, over, where: str) -> float:
+    """`expr`, or with `over` (plan dims holding one entry per layer or per layer run, zipped) its sum over the
+    entries: a dict entry's keys shadow the model's names (DeciLM's runs), any other binds its own name (a layer's
+    flag)."""
+    if not over:
+        return evaluate(expr, names, where)
+    missing = [n for n in over if not isinstance(names.get(n), (tuple, list))]
+    if missing:
+        raise MemoryModelError(f"{where}: `over` names {missing}, which the model's plan dims hold no sequence for")
+    total = 0.0
+    for items in zip(*(names[n] for n in over), strict=True):
+        scope = dict(names)
+        for name, item in zip(over, items, strict=True):
+            scope.update(item) if isinstance(item, dict) else scope.__setitem__(name, item)
+        total += evaluate(expr, scope, where)
+    return total
 
 
 def _architecture(arch: str) -> dict:
@@ -144,7 +174,7 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
               quants: dict[str, str], batch: int, seq_tokens: int, tokens: int, version: str = "",
               source: str = "system yaml", pp: int = 1, dp: int = 1, nextn: int = 0,
               decode_tokens: int | None = None, terms: list[tuple[str, float]] | None = None,
-              static_path: bool = False) -> Memory:
+              static_path: bool = False, flagged: frozenset = frozenset()) -> Memory:
     """The per-GPU memory of one replica shard (pure: the model, the parsed system YAML, the deployment).
 
     seq_tokens: KV slots per sequence (isl + osl); tokens: tokens in one forward pass (activations);
@@ -153,12 +183,13 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
     nextn: MTP draft tokens, which scale decode activations by nextn + 1: only the `decode_tokens` share of a
     mixed step when given, else every token. terms: this deployment's `weight_bytes`, when the caller sized them
     already (a search sizes one parallel configuration at many batches). static_path: the KV budget of 0.12.0's
-    static path (its disagg workers; SGLang derives its fraction there) instead of its agg default."""
+    static path (its disagg workers; SGLang derives its fraction there) instead of its agg default. flagged: the
+    roles whose quant a flag set (`weight_bytes`)."""
     doc, entry = _doc(), _architecture(arch)
     if backend not in doc["backends"]:
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
     dims, names = model.dims, {**model.as_mapping(), "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep}
-    terms = weight_bytes(arch, names, quants, backend) if terms is None else terms
+    terms = weight_bytes(arch, names, quants, backend, flagged) if terms is None else terms
     kv_label = quants.get("kv", "bfloat16")
     if kv_label not in doc["kv_bytes"]:
         raise MemoryModelError(f"{MEMORY_YAML.name} kv_bytes: unknown KV quant {kv_label!r}")
@@ -168,14 +199,16 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
                  if "kv_per_token" in entry else 0.0)
     per_request = evaluate(entry["kv_per_request"], names, f"{arch}.kv_per_request") if "kv_per_request" in entry else 0.0
     kv = batch * (seq_tokens * per_token + per_request)
-    if "kv_per_sequence_bytes" in entry:  # a KV cache not linear in the sequence (DeepSeek-V4: window + compressed)
-        kv += batch * evaluate(entry["kv_per_sequence_bytes"], {**names, "seq": seq_tokens}, f"{arch}.kv_per_sequence_bytes")
+    if "kv_per_sequence_bytes" in entry:  # a KV cache not linear in the sequence (window-capped layers, compressed)
+        kv += batch * summed(entry["kv_per_sequence_bytes"], {**names, "seq": seq_tokens}, entry.get("kv_over", ()),
+                             f"{arch}.kv_per_sequence_bytes")
     be, tp8 = doc["backends"][backend], min(tp, 8)
     coeffs = be["coefficients"].get(entry["family"], be["coefficients"]["default"])
     width = dims.heads * dims.head_dim
     act = 2 * tokens * width * coeffs[tp8]
     if entry["family"] in doc["moe_workspace"] and dims.experts:
-        ws = dims.hidden if be.get("workspace_width") == "hidden" else width
+        widths = be["workspace_width"]
+        ws = dims.hidden if widths.get(entry["family"], widths["default"]) == "hidden" else width
         act += tokens * ws * dp * dims.experts * dims.topk / moe_ep / 128 * 4
     act = max(act, be["min_bytes"])
     if nextn > 0:
@@ -196,28 +229,30 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
 
 def deployment_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int = 1, moe_ep: int = 1,
                       quants: dict[str, str], batch: int, isl: int, osl: int, tokens: int | None = None,
-                      version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0, prefix: int = 0) -> Memory:
+                      version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0, prefix: int = 0,
+                      static_path: bool = False, flagged: frozenset = frozenset()) -> Memory:
     """IO edge: read the model's HF config and the system YAML, then `footprint`.
 
-    tokens defaults to batch × (isl − prefix) (one prefill pass over the uncached tokens); KV holds isl + osl tokens
-    per sequence."""
+    tokens defaults to batch × (isl − prefix) (one prefill pass over the uncached tokens, as 0.12.0's run_static
+    sizes activations, MTP unscaled); KV holds isl + osl tokens per sequence."""
     arch, sized = sized_model(resolve_model(model))
     spec_path = Path(load_spec(system).source)
     tokens = batch * (isl - prefix) if tokens is None else tokens
     return footprint(arch, sized, data_yaml(spec_path), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
                      quants=quants, batch=batch, seq_tokens=isl + osl, tokens=tokens,
-                     version=version, source=str(spec_path), pp=pp, dp=dp, nextn=nextn)
+                     version=version, source=str(spec_path), pp=pp, dp=dp, nextn=nextn, decode_tokens=0,
+                     static_path=static_path, flagged=flagged)
 
 
 def static_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int, moe_ep: int, quants: dict,
                   batch: int, isl: int, osl: int, version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0,
                   prefix: int = 0) -> dict | None:
-    """The `memory` object of `estimate static --json` (GiB per GPU), or None for an architecture memory.yaml
-    cannot size. quants: labels by role, or static()'s {role: {"quant", "source"}}."""
-    labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
+    """The `memory` object of `estimate static --json` (GiB per GPU, 0.12.0's run_static: its static-path KV budget),
+    or None for an architecture memory.yaml cannot size. quants: labels by role, or static()'s {role: {"quant", "source"}}."""
+    labels, flagged = quant_labels(quants)
     try:
         return deployment_memory(model, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, quants=labels,
                                  batch=batch, isl=isl, osl=osl, version=version, pp=pp, dp=dp, nextn=nextn,
-                                 prefix=prefix).as_json()
+                                 prefix=prefix, static_path=True, flagged=flagged).as_json()
     except MemoryModelError:
         return None

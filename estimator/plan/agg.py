@@ -228,7 +228,7 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
     warnings = [] if not q.nextn or q.nextn_accepted is not None else [
         f"nextn {q.nextn} without nextn_accepted: decode steps price nextn + 1 tokens and commit one token each"]
     try:
-        mm = memory_model(config, q.system, q.backend, q.version, labels)
+        mm = memory_model(config, q.system, q.backend, q.version, quants)
     except MemoryModelError as exc:
         raise UnsupportedModelError(f"agg search needs the memory model: {exc}") from None
     points, deploys, saw_model, saw_kv = [], {}, False, False

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from perfledger.estimator.data.system_specs import load_spec
 from perfledger.estimator.models.config import ModelConfig, resolve_model
-from perfledger.estimator.models.memory import Memory, footprint, sized_model, weight_bytes
+from perfledger.estimator.models.memory import Memory, footprint, quant_labels, sized_model, weight_bytes
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.plan.space import Parallel
 from perfledger.safe_io import data_yaml
@@ -24,6 +24,7 @@ class MemoryModel:
     version: str
     quants: dict[str, str]
     source: str
+    flagged: frozenset = frozenset()  # roles whose quant a flag set (memory.yaml `checkpoint_bf16_if`)
     _terms: dict = field(default_factory=dict, repr=False, compare=False)  # weight terms per (tp, moe_tp, moe_ep)
 
     def worker(self, p: Parallel, *, batch: int, seq_tokens: int, tokens: int, nextn: int = 0,
@@ -32,11 +33,11 @@ class MemoryModel:
         width = (p.tp, p.moe_tp, p.moe_ep)
         if width not in self._terms:
             names = {**self.model.as_mapping(), "tp": p.tp, "moe_tp": p.moe_tp, "moe_ep": p.moe_ep}
-            self._terms[width] = weight_bytes(self.arch, names, self.quants)
+            self._terms[width] = weight_bytes(self.arch, names, self.quants, self.backend, self.flagged)
         return footprint(self.arch, self.model, self.system_doc, self.backend, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep,
                          quants=self.quants, batch=batch, seq_tokens=seq_tokens, tokens=tokens, version=self.version,
                          source=self.source, pp=p.pp, dp=p.dp, nextn=nextn, decode_tokens=decode_tokens,
-                         terms=self._terms[width], static_path=static_path)
+                         terms=self._terms[width], static_path=static_path, flagged=self.flagged)
 
 
 def memory_model(model: str | ModelConfig, system: str, backend: str, version: str, quants: dict) -> MemoryModel:
@@ -44,5 +45,5 @@ def memory_model(model: str | ModelConfig, system: str, backend: str, version: s
     {role: {"quant", "source"}}; a MemoryModelError names what cannot be sized."""
     arch, sized = sized_model(resolve_model(model))
     path = Path(load_spec(system).source)
-    labels = {role: v["quant"] if isinstance(v, dict) else v for role, v in quants.items()}
-    return MemoryModel(arch, sized, data_yaml(path), backend, version, labels, str(path))
+    labels, flagged = quant_labels(quants)
+    return MemoryModel(arch, sized, data_yaml(path), backend, version, labels, str(path), flagged)

@@ -191,7 +191,7 @@ def test_static_memory_object_takes_the_static_estimates_quants():
     assert (out["weights"], out["capacity"], out["fits"]) == (181.132, 141.0, False)
     assert out["kv"] == round(8 * (4200 * 24 * 576 * 2 + 69 * 5 * 12 * 128 * (4 * 128 + 18)) / GIB, 3)
     assert static_memory("meta-llama/Llama-4-Scout-17B-16E-Instruct", "b200_sxm", "sglang", tp=8, moe_tp=1, moe_ep=8,
-                         quants=quants, batch=1, isl=1, osl=2) is None  # no memory model for Llama-4 yet
+                         quants=quants, batch=1, isl=1, osl=2)["fits"] is True
 
 
 def test_static_path_kv_fraction_is_sglangs_derived_mem_fraction_static(aic_core):
