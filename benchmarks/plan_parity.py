@@ -1,4 +1,5 @@
-"""Planner parity on the MLA line (Kimi-K3, GLM-5, DeepSeek): `perfledger plan`'s search vs `aiconfigurator cli default`.
+"""Planner parity on the MLA line (Kimi-K3, GLM-5, DeepSeek) and the state-kernel hybrids (Qwen3.5): `perfledger plan`'s
+search vs `aiconfigurator cli default`.
 
 Per question, the reference CLI runs once (agg and disagg; minutes for these models) and our search answers the same
 question on the wheel's data. Printed per mode: whether the best config is the same (parallelism, workers, batch), the
@@ -28,6 +29,8 @@ QUESTIONS = [
     ("deepseek-ai/DeepSeek-V3", 8, "h200_sxm", "vllm", "0.24.0", 4000, 500, 5000, 50, "silicon"),
     ("zai-org/GLM-5-FP8", 16, "h200_sxm", "sglang", "0.5.14", 4000, 500, 5000, 50, "silicon"),
     ("deepseek-ai/DeepSeek-V3", 16, "h200_sxm", "vllm", "0.24.0", 4000, 500, 5000, 50, "silicon"),
+    ("Qwen/Qwen3.5-35B-A3B", 8, "h200_sxm", "vllm", "0.24.0", 4000, 500, 5000, 50, "silicon"),
+    ("Qwen/Qwen3.5-35B-A3B", 8, "h200_sxm", "sglang", "0.5.14", 4000, 500, 5000, 50, "silicon"),
 ]
 METRICS = ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms")
 SIDE = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch")

@@ -2,7 +2,8 @@
 
 0.12.0 prices a mixed step in three passes, and so does `mixed_step`: (1) every non-attention op of the context pass
 over the step's whole token count (context tokens, less a cached prefix per whole request in the chunk, + decode
-requests × (nextn + 1); one sequence for the logits); (2) context attention of the chunk's requests, ceil(ctx / isl)
+requests × (nextn + 1); one sequence for the logits; GDN / Mamba-2 state kernels over that whole token count as one
+sequence, models.yaml `mixed_step_whole_tokens`); (2) context attention of the chunk's requests, ceil(ctx / isl)
 sequences of isl tokens over the prefix, divided by ceil(isl / ctx) (a chunk smaller than isl prices that share of
 one request's prefill); (3) decode attention of the decode requests
 at the mean kv length isl + osl // 2 + 1. A decode-only step is one decode pass of the requests at that length.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from math import ceil
 
+from perfledger.estimator.models.config import catalog
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.static import Deploy, pass_ops
 
@@ -36,7 +38,10 @@ def mixed_step(m: PricedModel, d: Deploy, *, ctx_tokens: int, gen_requests: int,
     if ctx_tokens < 1 or gen_requests < 0:
         raise ValueError(f"a mixed step needs ctx_tokens >= 1 and gen_requests >= 0 (got {ctx_tokens}, {gen_requests})")
     decode_tokens = gen_requests * (d.nextn + 1)
-    shared = pass_ops(m, d, ctx_tokens - prefix * (ctx_tokens // isl) + decode_tokens, True, 1, isl)
+    tokens = ctx_tokens - prefix * (ctx_tokens // isl) + decode_tokens
+    whole = catalog()["mixed_step_whole_tokens"]
+    shared = [(name, op, {**query, "seq": tokens} if op in whole else query, scale)
+              for name, op, query, scale in pass_ops(m, d, tokens, True, 1, isl)]
     ops = [op for op in shared if op[0] != ATTENTION]
     if len(ops) == len(shared):
         return ops

@@ -27,6 +27,9 @@ QUESTIONS = [
                           nextn_accepted=0.7), id="qwen3-32b-prefix1000-mtp1-vllm"),
     pytest.param(Question("Qwen/Qwen3-30B-A3B", "h200_sxm", "sglang", 8, 4000, 500, 2000, 30),
                  id="qwen3-30b-a3b-8xh200-sglang"),
+    # GDN layers in mixed steps (state kernels over the step's tokens) and Qwen3.5's attention-DP layouts
+    pytest.param(Question("Qwen/Qwen3.5-35B-A3B", "h200_sxm", "vllm", 8, 4000, 500, 5000, 50),
+                 id="qwen3.5-35b-a3b-8xh200-vllm"),
 ]
 
 

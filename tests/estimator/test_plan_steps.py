@@ -22,7 +22,12 @@ CASES = [("Qwen/Qwen3-32B", dict(tp=4), dict(tp_size=4), SHAPES, 0),
          ("Qwen/Qwen3-30B-A3B", dict(tp=2, attention_dp=2, moe_ep=4), dict(tp_size=2, attention_dp_size=2, moe_ep_size=4),
           SHAPES, 0),
          ("Qwen/Qwen3-32B", dict(tp=2), dict(tp_size=2), [(6000, 10, 4000, 500), (3000, 5, 4000, 300), (8000, 3, 4000, 20)],
-          1000)]
+          1000),
+         # state kernels over the step's whole token count (models.yaml mixed_step_whole_tokens); Qwen3.5 attention DP
+         ("Qwen/Qwen3.5-35B-A3B", dict(tp=1), dict(tp_size=1), SHAPES, 0),
+         ("Qwen/Qwen3.5-35B-A3B", dict(tp=2, attention_dp=2, moe_tp=4), dict(tp_size=2, attention_dp_size=2, moe_tp_size=4),
+          SHAPES, 0),
+         ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", dict(tp=1), dict(tp_size=1), SHAPES, 0)]
 
 
 # the MLA line: (model, system, backend, version, ours, reference kwargs)
