@@ -111,10 +111,13 @@ def evaluate_by_pool(model, est, key, q, mode, evaluate):
     if mha.all() or not mha.any():
         return evaluate(key, q, mode)
     latency, sol, source = np.empty(q.height), np.empty(q.height), np.empty(q.height, dtype=np.int8)
+    energy = np.full(q.height, np.nan)
     for rows in (np.flatnonzero(mha), np.flatnonzero(~mha)):
         part = evaluate(key, q.take(rows), mode)
         latency[rows], sol[rows], source[rows] = part.latency, part.sol, part.source
-    return Answer(latency, sol, source)
+        if part.energy is not None:
+            energy[rows] = part.energy
+    return Answer(latency, sol, source, energy)
 
 
 class ContextAttentionModel(OpModel):
