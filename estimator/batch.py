@@ -52,7 +52,8 @@ def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "sil
         labels = pl.lit(TIERS[source[0]], dtype=pl.String).alias("source")
     else:
         labels = pl.Series("source", TIERS, dtype=pl.String).gather(pl.Series(source).cast(pl.UInt32))
-    energy = np.full(queries.height, np.nan) if energy is None else energy
+    # 0 W·ms is 0.12.0's "no power measured" (rows without power read 0 W): reported as null
+    energy = np.full(queries.height, np.nan) if energy is None else np.where(energy > 0, energy, np.nan)
     power = np.divide(energy, latency, out=np.full(queries.height, np.nan), where=latency > 0)
     return queries.with_columns(pl.Series("latency_ms", latency), pl.Series("sol_ms", sol), labels,
                                 pl.Series("energy_wms", energy, nan_to_null=True),

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import polars as pl
 
 NN_LEAVES = 4
 
@@ -65,11 +66,11 @@ def rows_grid(rows, axes: tuple[str, ...], sol, sqrt_axes=()) -> Grid:
 
 
 def power_grid(rows, axes: tuple[str, ...]) -> Grid | None:
-    """Grid over a frame's measured `power` (W) at `axes`, first row per coordinate as `rows_grid`; None when the
-    rows hold no power column or a null in it (the table then reports no power)."""
-    if "power" not in rows.columns or not rows.height or rows["power"].null_count():
+    """Grid over a frame's measured `power` (W) at `axes`, first row per coordinate as `rows_grid`; None when no row
+    holds power. A row without power (a donor version's) reads 0 W, as 0.12.0 reads it."""
+    if "power" not in rows.columns or rows["power"].null_count() == rows.height:
         return None
-    data = ((tuple(r[:-1]), r[-1]) for r in rows.select(*axes, "power").iter_rows())
+    data = ((tuple(r[:-1]), r[-1]) for r in rows.select(*axes, pl.col("power").fill_null(0.0)).iter_rows())
     return replace(coordinate_grid(axes, data, lambda _: 1.0), direct=True)
 
 

@@ -94,16 +94,16 @@ class MoeModel(OpModel):
         return lat, miss
 
     def energy(self, est, key, q, latency):
-        """Power along the same token curve (lerp inside, the edge point's power outside, probed) × latency."""
+        """Power along the same token curve (lerp inside, the edge point's power outside; a row without power reads
+        0 W; probed) × latency."""
         tokens = q["tokens"]
         rows, fast = self._curves(est, key, tokens)
         parts = [(np.ones(len(tokens), dtype=bool), rows)] + ([fast] if fast is not None else [])
         power = np.full(len(tokens), np.nan)
         for mask, part in parts:
-            if "power" in part.columns and not part["power"].null_count():
-                power[mask] = np.interp(tokens[mask], part["num_tokens"].to_numpy(), part["power"].to_numpy())
-            else:
-                power[mask] = np.nan
+            held = "power" in part.columns and part["power"].null_count() < part.height
+            power[mask] = np.interp(tokens[mask], part["num_tokens"].to_numpy(),
+                                    part["power"].fill_null(0.0).to_numpy()) if held else np.nan
         return None if np.isnan(power).all() else power * latency
 
 

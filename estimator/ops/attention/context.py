@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from perfledger.estimator.fit.grid import evaluate, rows_grid
+from perfledger.estimator.fit.grid import evaluate, power_grid, rows_grid
 from perfledger.estimator.fit.roofline import context_attention_sol
 from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.attention.head_size import head_ratio, reference_head_size
@@ -101,6 +101,19 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
     grid, scale, label = found
     coords = np.column_stack([np.asarray(q[c], dtype=np.float64) for c in model.value_columns])
     return model._pool_sol(est, key, mha)(*coords.T) / (query_util(grid, coords) * scale), label
+
+
+def pool_power(model, est, key, mha: bool, axes: tuple[str, ...]):
+    """The pool's measured-power Grid (`fit/grid.power_grid`), None without power or without the pool."""
+    from perfledger.estimator.errors import NoDataError
+
+    def build():
+        try:
+            return power_grid(model._rows(est, key, mha), axes)
+        except NoDataError:
+            return None
+
+    return est.memo(("attn_power", model.name, mha, *(key.get(c) for c in model.group_keys)), build)
 
 
 def evaluate_by_pool(model, est, key, q, mode, evaluate):
@@ -207,6 +220,21 @@ class ContextAttentionModel(OpModel):
                 value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
             out[i] = np.nan if value is None else value
         return out * self._prefix_share(est, key, q) + self._side(est, key, q, False), np.isnan(out)
+
+    def energy(self, est, key, q, latency):
+        """The pool's measured power, Grid-blended over [heads, isl, batch] as `fit/grid.power_grid` says, × the kernel's
+        latency: the side ops carry no power (0.12.0's energy is the kernel's alone, probed on b200 vLLM 0.22.0)."""
+        pools = set((np.asarray(q["heads"]).astype(np.int64) == int(key["kv_heads"])).tolist())
+        grids = {mha: pool_power(self, est, key, mha, AXES) for mha in pools}
+        if all(g is None for g in grids.values()):
+            return None
+        power = np.full(q.height, np.nan)
+        for i, (h, s, b) in enumerate(zip(q["heads"], q["isl"], q["batch"], strict=True)):
+            grid = grids[int(h) == int(key["kv_heads"])]
+            if grid is not None:
+                value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
+                power[i] = np.nan if value is None else value
+        return power * (latency - self._side(est, key, q, False))
 
     def empirical(self, est, key, q, shared: bool = False):
         """SOL / util of the pool's UtilGrid over [heads, isl, batch] (borrowing as pooled_empirical says); side ops added."""
