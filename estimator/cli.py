@@ -56,8 +56,9 @@ def register(app: typer.Typer) -> None:
         decode / (osl - 1)).
 
         "energy" (null when no op is priced from measured power): per phase ("context", "generation": "ops_wms",
-        "energy_wms", "power_w" = energy / the phase's latency, "covered" = latency share of ops with power) and end
-        to end ("energy_wms", "power_w"), as 0.12.0's static report.
+        "energy_wms", "power_w" = energy / the phase's latency) and end to end ("energy_wms", "power_avg_w",
+        "power_coverage" = latency share of ops with power, "power_w" = the average, null below 0.9 coverage), as
+        0.12.0's static report and estimate.
 
         "quants" gives each quant used and its source: flag, checkpoint or default; "memory" the per-GPU GiB
         (weights, kv, activations, runtime, total, capacity, fits, kv_budget, kv_fits; null when unsized);
@@ -175,7 +176,8 @@ def print_static(out: dict) -> None:
     if energy:
         typer.echo(f"energy: prefill {number(energy['context']['energy_wms'], 'W·ms')} "
                    f"({number(energy['context']['power_w'], 'W')}), decode {number(energy['generation']['energy_wms'], 'W·ms')} "
-                   f"({number(energy['generation']['power_w'], 'W')}), end to end {number(energy['power_w'], 'W')} average")
+                   f"({number(energy['generation']['power_w'], 'W')}), end to end {number(energy['power_avg_w'], 'W')} "
+                   f"average over {number(100 * energy['power_coverage'], '%')} of the latency")
     mem = out["memory"]
     if mem:
         fit_note = "fits" if mem["fits"] else "does not fit"

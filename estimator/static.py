@@ -133,20 +133,25 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
 
 def energy_totals(context: dict, context_wms: dict, generation: dict, generation_wms: dict) -> dict | None:
     """0.12.0's static energy report: per-op W·ms per phase (decode: summed over every step, as its latency), each
-    phase's energy and average power (energy / that phase's latency, ops without power counting as 0 W), and the
-    end-to-end average; None when no op of the deployment is priced from measured power."""
+    phase's energy and average power (energy / that phase's latency, ops without power counting as 0 W), the
+    end-to-end energy and average (`power_avg_w`), the latency share of ops priced from measured power
+    (`power_coverage`) and `power_w`, that average where the share reaches models.yaml's
+    `power_coverage_threshold` (else null, as 0.12.0's estimate gates it); None when no op carries energy."""
     if not context_wms and not generation_wms:
         return None
 
     def phase(latency: dict, wms: dict) -> dict:
         total, ms = sum(wms.values()), sum(latency.values())
-        return {"ops_wms": wms, "energy_wms": total, "power_w": total / ms if ms > 0 else 0.0,
-                "covered": sum(latency[name] for name in wms) / ms if ms > 0 else 0.0}
+        return {"ops_wms": wms, "energy_wms": total, "power_w": total / ms if ms > 0 else 0.0}
 
-    out = {"context": phase(context, context_wms), "generation": phase(generation, generation_wms)}
     total_ms = sum(context.values()) + sum(generation.values())
-    total = out["context"]["energy_wms"] + out["generation"]["energy_wms"]
-    return {**out, "energy_wms": total, "power_w": total / total_ms if total_ms > 0 else 0.0}
+    total = sum(context_wms.values()) + sum(generation_wms.values())
+    covered = sum(context[n] for n in context_wms) + sum(generation[n] for n in generation_wms)
+    coverage = min(max(covered / total_ms, 0.0), 1.0) if total_ms > 0 else 0.0
+    average = total / total_ms if total_ms > 0 else 0.0
+    return {"context": phase(context, context_wms), "generation": phase(generation, generation_wms),
+            "energy_wms": total, "power_avg_w": average, "power_coverage": coverage,
+            "power_w": average if coverage >= catalog()["power_coverage_threshold"] else None}
 
 
 def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
