@@ -8,11 +8,8 @@ summary (per-phase and end-to-end average power, the power coverage) and the gat
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from perfledger import settings
 from tests.estimator.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared's perf tree")
@@ -20,17 +17,6 @@ pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../share
 WHERE = ("h200_sxm", "vllm", "0.22.0")
 SHAPE = {"batch": 8, "isl": 4000, "osl": 200}
 DEPLOYMENTS = [("Qwen/Qwen3-30B-A3B", (2, 1, 2)), ("Qwen/Qwen3-32B", (2, 1, 1))]
-
-
-@pytest.fixture(scope="module")
-def shared_systems(tmp_path_factory, aic_core):
-    """A systems folder for 0.12.0: the wheel's system files beside ../shared's perf tree as `data/`."""
-    root = tmp_path_factory.mktemp("systems")
-    for item in (settings.aic_package_dir() / "systems").iterdir():
-        if item.name != "data":
-            os.symlink(item, root / item.name)
-    os.symlink(SHARED_DATA.resolve(), root / "data")
-    return str(root)
 
 
 @pytest.fixture
