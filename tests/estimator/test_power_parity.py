@@ -1,12 +1,12 @@
 """Energy (W·ms) and power (W) per op vs aiconfigurator-core 0.12.0 over every slice that holds `power`.
 
 Tables with a power column are found by their schema: the wheel's (b200 vLLM 0.22.0 MoE, context and decode
-attention) and ../shared's GEMM / MoE / attention ones (h200 vLLM 0.22.0; 0.12.0 reads that tree through the
-`shared_systems` folder). Every slice of each (GEMM quant: random shapes on and off the sites; MoE shape × quant ×
-distribution; attention quant × head size × window × kv heads) is asked random queries inside, between and beyond
-its grid. 0.12.0 answers 0 W·ms where no measured power prices an answer; ours is null there. The latency must
-agree too (an answer priced from other rows has other power). Tables of ops that price no energy yet are listed in
-UNPRICED (docs/estimator.md, Known gaps).
+attention) and ../shared's (h200 vLLM 0.22.0 GEMM, MoE, attention and the vLLM MLA modules; 0.12.0 reads that
+tree through the `shared_systems` folder). Every slice (GEMM quant: random shapes on and off the sites; MoE shape ×
+quant × distribution; attention quant × head size × window × kv heads; MLA modules: random rows' slices) is asked
+random queries inside, between and beyond its grid. 0.12.0 answers 0 W·ms where no measured power prices an
+answer; ours is null there. The latency must agree too (an answer priced from other rows has other power). Tables
+of ops that price no energy yet are listed in UNPRICED (docs/estimator.md, Known gaps).
 """
 
 from __future__ import annotations
@@ -40,12 +40,13 @@ def _power_tables(root, tree: str) -> list[tuple[str, str, str, str, str]]:
 WHEEL = settings.aic_package_dir()
 TABLES = _power_tables(None if WHEEL is None else WHEEL / "systems" / "data", "wheel") + _power_tables(SHARED_DATA, "shared")
 OPS = {"gemm_perf": "gemm", "moe_perf": "moe", "context_attention_perf": "attention",
-       "generation_attention_perf": "generation_attention"}
+       "generation_attention_perf": "generation_attention", "mla_context_module_perf": "mla_context_module",
+       "mla_generation_module_perf": "mla_generation_module"}
 # power tables of ops whose energy is not priced yet (docs/estimator.md, Known gaps)
-UNPRICED = {"mla_context_module_perf", "mla_generation_module_perf", "dsa_context_module_perf",
+UNPRICED = {"dsa_context_module_perf",
             "dsa_generation_module_perf", "gdn_perf", "encoder_attention_perf", "computescale_perf", "scale_matrix_perf"}
 FAMILY = {"gemm_perf": "gemm", "moe_perf": "moe", "context_attention_perf": "attention",
-          "generation_attention_perf": "attention"}
+          "generation_attention_perf": "attention", "mla_context_module_perf": "mla", "mla_generation_module_perf": "mla"}
 
 
 @pytest.fixture
@@ -68,6 +69,23 @@ def _gemm_cases(df: pl.DataFrame, rng) -> list[tuple[dict, dict]]:
             n, k = (site["n"], site["k"]) if rng.random() < 0.5 else (int(2 ** rng.uniform(6, 16)), int(2 ** rng.uniform(6, 16)))
             m = int(site["m"]) if rng.random() < 0.3 else int(rng.integers(1, 3 * rows["m"].max()))
             cases.append(({"quant": quant}, {"m": m, "n": n, "k": k}))
+    return cases
+
+
+def _mla_module_cases(df: pl.DataFrame, rng, context: bool) -> list[tuple[dict, dict]]:
+    """Random rows' slices at their own or random heads / batch / isl or kv length (one-model tables only)."""
+    cases = []
+    for _ in range(40 * PER_SLICE):
+        r = df.row(int(rng.integers(df.height)), named=True)
+        key = {"kv_quant": r["kv_cache_dtype"], "gemm_quant": r["gemm_type"]}
+        value = {"heads": r["num_heads"] if rng.random() < 0.5 else int(rng.integers(1, 128)),
+                 "batch": r["batch_size"] if rng.random() < 0.5 else int(rng.integers(1, 300))}
+        if context:
+            key["fmha_quant"] = r["mla_dtype"]
+            value["isl"] = r["isl"] if rng.random() < 0.5 else int(rng.integers(1, 20000))
+        else:
+            value["seq"] = r["step"] + 1 if rng.random() < 0.5 else int(rng.integers(2, 20000))
+        cases.append((key, value))
     return cases
 
 
@@ -121,6 +139,14 @@ def _reference(oracle, handle, op: str, key: dict, v: dict):
         o = MoE("moe", 1.0, key["hidden"], key["inter"], key["topk"], key["experts"], key["tp"], key["ep"],
                 c.MoEQuantMode[key["quant"]], key["distribution"], 1, is_gated=bool(key["gated"]))
         kw = dict(is_context=True, batch_size=1, s=1, x=v["tokens"])
+    elif op.startswith("mla_"):
+        from aiconfigurator_core.sdk.operations import MLAModule
+
+        ctx = op == "mla_context_module"
+        o = MLAModule("m", 1.0, ctx, v["heads"], c.KVCacheQuantMode[key["kv_quant"]],
+                      c.FMHAQuantMode[key.get("fmha_quant", "bfloat16")], c.GEMMQuantMode[key["gemm_quant"]])
+        s = v["isl"] if ctx else v["seq"]
+        kw = dict(is_context=ctx, batch_size=v["batch"], s=s, x=v["batch"] * s if ctx else v["batch"])
     elif op == "attention":
         o = core.ContextAttention("a", 1.0, v["heads"], key["kv_heads"], c.KVCacheQuantMode[key["kv_quant"]],
                                   c.FMHAQuantMode[key["fmha_quant"]], window_size=key["window"], head_size=key["head_dim"])
@@ -148,7 +174,10 @@ def test_energy_matches_reference(where, request, oracle, unlisted):
     est = request.getfixturevalue("wheel_est" if tree == "wheel" else "shared_est")
     rng = np.random.default_rng(zlib.crc32("/".join(where).encode()))
     df = _read(*where)
-    cases = {"gemm": _gemm_cases, "moe": _moe_cases}.get(op, lambda d, r: _attention_cases(d, r, op == "attention"))(df, rng)
+    if op.startswith("mla_"):
+        cases = _mla_module_cases(df, rng, op == "mla_context_module")
+    else:
+        cases = {"gemm": _gemm_cases, "moe": _moe_cases}.get(op, lambda d, r: _attention_cases(d, r, op == "attention"))(df, rng)
     if tree == "wheel":
         handle = oracle.handle(system, backend, version)
     else:
