@@ -5,8 +5,9 @@ bracketing keys blend linearly in the coordinate (in sqrt(latency) on `sqrt_axes
 If one bracket branch cannot answer (a ragged, corner-truncated table) the survivor is rescaled by
 SOL(query)/SOL(snapped). Queries outside the data borrow util from the 4 nearest measured leaves in
 joint log2 space with tapered modified-Shepard weights.
-A `direct` Grid (measured power, `power_grid`) blends its values the same way but, as 0.12.0 does, keeps a
-ragged survivor unscaled and averages the 4 nearest leaves' values themselves outside the data.
+A `direct` Grid (measured power, `power_grid`) blends its values linearly, keeps a ragged survivor unscaled and
+outside the data averages the 4 nearest leaves' values themselves (0.12.0's rules, probed: in-data and outside;
+the ragged rule not isolated in a probe, the random scans agree).
 """
 
 from __future__ import annotations
