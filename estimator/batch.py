@@ -1,4 +1,5 @@
-"""Vectorised batch API: a polars frame of queries in, the same rows plus latency_ms/sol_ms/source out."""
+"""Vectorised batch API: a polars frame of queries in, the same rows plus latency_ms/sol_ms/source out, and
+energy_wms / power_w (W·ms, W: measured power as 0.12.0 reports it; null where no power column prices the row)."""
 
 from __future__ import annotations
 
@@ -37,18 +38,26 @@ def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "sil
 
     if len(groups) == 1:
         _, ans = answer(groups[0][0], None)
-        latency, sol, source = ans.latency, ans.sol, ans.source
+        latency, sol, source, energy = ans.latency, ans.sol, ans.source, ans.energy
     else:
-        latency, sol = np.empty(queries.height), np.empty(queries.height)
+        latency, sol, energy = np.empty(queries.height), np.empty(queries.height), None
         source = np.zeros(queries.height, dtype=np.int8)
         for slice_key, rows in groups:
             _, ans = answer(slice_key, rows)
             latency[rows], sol[rows], source[rows] = ans.latency, ans.sol, ans.source
+            if ans.energy is not None:
+                energy = np.full(queries.height, np.nan) if energy is None else energy
+                energy[rows] = ans.energy
     if len(source) and (source == source[0]).all():  # one tier (the usual case): no per-row gather
         labels = pl.lit(TIERS[source[0]], dtype=pl.String).alias("source")
     else:
         labels = pl.Series("source", TIERS, dtype=pl.String).gather(pl.Series(source).cast(pl.UInt32))
-    return queries.with_columns(pl.Series("latency_ms", latency), pl.Series("sol_ms", sol), labels)
+    # 0 W·ms is 0.12.0's "no power measured" (rows without power read 0 W): reported as null
+    energy = np.full(queries.height, np.nan) if energy is None else np.where(energy > 0, energy, np.nan)
+    power = np.divide(energy, latency, out=np.full(queries.height, np.nan), where=latency > 0)
+    return queries.with_columns(pl.Series("latency_ms", latency), pl.Series("sol_ms", sol), labels,
+                                pl.Series("energy_wms", energy, nan_to_null=True),
+                                pl.Series("power_w", power, nan_to_null=True))
 
 
 def _slices(frame: pl.DataFrame, keys: list[str], fixed: dict) -> list[tuple[dict, np.ndarray | None]]:
@@ -95,7 +104,7 @@ def _equals(col: pl.Series, value) -> np.ndarray:
 
 
 def estimate_one(est: Estimator, family: str, /, *, mode: str = "silicon", **query) -> dict:
-    """Single query = a one-row batch; returns {latency_ms, sol_ms, source}."""
+    """Single query = a one-row batch; returns {latency_ms, sol_ms, source, energy_wms, power_w}."""
     out = estimate(est, family, pl.DataFrame({k: [v] for k, v in query.items()}), mode=mode)
     row = out.row(0, named=True)
-    return {"latency_ms": row["latency_ms"], "sol_ms": row["sol_ms"], "source": row["source"]}
+    return {c: row[c] for c in ("latency_ms", "sol_ms", "source", "energy_wms", "power_w")}

@@ -52,7 +52,13 @@ def register(app: typer.Typer) -> None:
         warehouse: str | None = WAREHOUSE,
         as_json: bool = JSON,
     ) -> None:
-        """Static whole-model estimate: {"ttft_ms", "tpot_ms", "quants", "memory"} (TTFT = prefill, TPOT = decode / (osl - 1)).
+        """Static whole-model estimate: {"ttft_ms", "tpot_ms", "quants", "energy", "memory"} (TTFT = prefill, TPOT =
+        decode / (osl - 1)).
+
+        "energy" (null when no op is priced from measured power): per phase ("context", "generation": "ops_wms",
+        "energy_wms", "power_w" = energy / the phase's latency) and end to end ("energy_wms", "power_avg_w",
+        "power_coverage" = latency share of ops with power, "power_w" = the average, null below 0.9 coverage), as
+        0.12.0's static report and estimate.
 
         "quants" gives each quant used and its source: flag, checkpoint or default; "memory" the per-GPU GiB
         (weights, kv, activations, runtime, total, capacity, fits, kv_budget, kv_fits; null when unsized);
@@ -89,7 +95,7 @@ def register(app: typer.Typer) -> None:
                  if min(tp, pp, attention_dp, moe_tp, moe_ep) < 1 or nextn < 0
                  else "--prefix must be in [0, --isl)" if not 0 <= prefix < isl else None)
         result, memory = _priced(compute, as_json, usage)
-        out = {k: result[k] for k in ("ttft_ms", "tpot_ms", "quants")}
+        out = {k: result[k] for k in ("ttft_ms", "tpot_ms", "quants", "energy")}
         out["memory"] = memory
         if breakdown:
             out["breakdown"] = op_breakdown(result["context"], result["generation"], osl - 1)
@@ -166,6 +172,12 @@ def print_static(out: dict) -> None:
 
     typer.echo(f"TTFT {number(out['ttft_ms'], 'ms')}   TPOT {number(out['tpot_ms'], 'ms')}")
     typer.echo("quants: " + ", ".join(f"{q} {v['quant']} ({v['source']})" for q, v in out["quants"].items()))
+    energy = out.get("energy")
+    if energy:
+        typer.echo(f"energy: prefill {number(energy['context']['energy_wms'], 'W·ms')} "
+                   f"({number(energy['context']['power_w'], 'W')}), decode {number(energy['generation']['energy_wms'], 'W·ms')} "
+                   f"({number(energy['generation']['power_w'], 'W')}), end to end {number(energy['power_avg_w'], 'W')} "
+                   f"average over {number(100 * energy['power_coverage'], '%')} of the latency")
     mem = out["memory"]
     if mem:
         fit_note = "fits" if mem["fits"] else "does not fit"

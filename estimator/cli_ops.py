@@ -16,6 +16,9 @@ def _source(data: str | None, warehouse: str | None):
     return Estimator(open_source(data, warehouse))
 
 
+ANSWER_COLUMNS = ("latency_ms", "sol_ms", "source", "energy_wms", "power_w")  # energy / power: null without measured power
+
+
 def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, queries: str | None,
                 note: str | None = None, explain: bool = False) -> None:
     """Shared body: one query from options, or one per CSV row (options fill absent columns); `note` joins each
@@ -51,7 +54,7 @@ def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, 
             rows, failed = _row_by_row(est, op, frame, mode.lower())
     except (EstimatorError, ValueError, OSError, pl.exceptions.PolarsError) as exc:
         fail(str(exc), as_json=as_json)
-    outs = [{**({k: row[k] for k in ("latency_ms", "sol_ms", "source") if k in row} if not queries else row),
+    outs = [{**({k: row[k] for k in ANSWER_COLUMNS if k in row} if not queries else row),
              **({"note": note} if note else {})} for row in rows]
     if as_json:
         for out in outs:
@@ -61,8 +64,10 @@ def run_queries(op: str, base: dict, data, warehouse, mode: str, as_json: bool, 
         print_table(columns, [[out.get(c) for c in columns] for out in outs])
     else:
         for out in outs:
+            power = f"   energy {number(out['energy_wms'], 'W·ms')} ({number(out['power_w'], 'W')})" \
+                if out.get("energy_wms") is not None else ""
             typer.echo(f"latency {number(out['latency_ms'], 'ms')}   sol {number(out['sol_ms'], 'ms')}   "
-                       f"source {out['source']}" + (f"\nnote: {out['note']}" if "note" in out else ""))
+                       f"source {out['source']}{power}" + (f"\nnote: {out['note']}" if "note" in out else ""))
     if failed:
         raise typer.Exit(1)
 
@@ -169,7 +174,7 @@ _STR, _INT = str | None, int | None
 # Per-op query options, in query-column order: (name, type, option). The shared tail (mode, data,
 # warehouse, queries, json) is added by _op_command.
 OP_OPTIONS = {
-    "gemm": ('GEMM latency: {"latency_ms", "sol_ms", "source"}.', [
+    "gemm": ('GEMM latency: {"latency_ms", "sol_ms", "source", "energy_wms", "power_w"}.', [
         ("system", _STR, SYSTEM), ("backend", _STR, BACKEND), ("version", _STR, VERSION),
         ("quant", _STR, typer.Option(None, help="GEMM quant, e.g. bfloat16, fp8")),
         ("m", _INT, typer.Option(None, help="Tokens (rows of A)")),
@@ -179,7 +184,7 @@ OP_OPTIONS = {
             False, "--low-precision-input",
             help="fp8_static: the input is already low precision (also minus scale_matrix)")),
     ]),
-    "moe": ('MoE block latency: {"latency_ms", "sol_ms", "source"}.', [
+    "moe": ('MoE block latency: {"latency_ms", "sol_ms", "source", "energy_wms", "power_w"}.', [
         ("system", _STR, SYSTEM), ("backend", _STR, BACKEND), ("version", _STR, VERSION),
         ("quant", _STR, typer.Option(None, help="MoE quant, e.g. bfloat16, fp8, nvfp4")),
         ("distribution", str, typer.Option("power_law_1.2", help="Token-to-expert workload distribution")),
@@ -193,7 +198,7 @@ OP_OPTIONS = {
         ("ep", int, typer.Option(1, "--moe-ep", help="MoE expert-parallel size")),
         ("tokens", _INT, typer.Option(None, help="Tokens entering the MoE block")),
     ]),
-    "comm": ('NCCL collective latency: {"latency_ms", "sol_ms", "source", "note"}.', [
+    "comm": ('NCCL collective latency: {"latency_ms", "sol_ms", "source", "energy_wms", "power_w", "note"}.', [
         ("system", _STR, typer.Option(None, help="System name (its spec picks the NCCL version)")),
         ("op", _STR, typer.Option(None, help="all_gather | reduce_scatter | all_reduce | alltoall")),
         ("quant", str, typer.Option("half", help="half | int8")),

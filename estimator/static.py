@@ -49,36 +49,51 @@ class Deploy:
     fmha_quant: str | None = None
 
 
-def price(est, ops, spec, mode: str = "silicon") -> dict[str, float]:
+def price(est, ops, spec, mode: str = "silicon", energy: dict[str, float] | None = None) -> dict[str, float]:
     """Latency (ms, × scale) per op name; ops sharing a name add up (a plan's parts of one op, e.g. banded and
-    global attention layers, reported as one entry as 0.12.0 does)."""
+    global attention layers, reported as one entry as 0.12.0 does). `energy`, when given, receives the W·ms
+    (× scale) of the ops priced from measured power, by name (memory ops, p2p and ops without power: none)."""
     out: dict[str, float] = {}
     for name, op, query, scale in ops:
+        wms = None
         if op == "mem":
             ms = float((mem_op_sol if mode == "sol" else mem_op_latency)(query["bytes"], spec)) * scale
         elif op == "p2p":
             ms = p2p_latency(query["bytes"], spec) * scale
         elif op == "allreduce" and query["tp"] <= 1:
             ms = 0.0
-        elif op == "overlap":  # parallel op groups (decode streams): the slower group's sum
-            ms = max(sum(price(est, group, spec, mode).values()) for group in query["groups"]) * scale
-        elif op == "fallback":
-            ms = fallback(est, query, spec, mode) * scale
+        elif op in ("overlap", "fallback"):
+            ms, wms = (overlap if op == "overlap" else fallback)(est, query, spec, mode)
+            ms, wms = ms * scale, None if wms is None else wms * scale
         else:
-            query_frame = pl.DataFrame({k: [v] for k, v in query.items()})
-            ms = float(estimate(est, op, query_frame, mode=mode)["latency_ms"][0]) * scale
+            row = estimate(est, op, pl.DataFrame({k: [v] for k, v in query.items()}), mode=mode).row(0, named=True)
+            ms, wms = float(row["latency_ms"]) * scale, None if row["energy_wms"] is None else row["energy_wms"] * scale
         out[name] = out.get(name, 0.0) + ms
+        if energy is not None and wms is not None:
+            energy[name] = energy.get(name, 0.0) + wms
     return out
 
 
-def fallback(est, query: dict, spec, mode: str) -> float:
+def _priced_sum(est, ops, spec, mode: str) -> tuple[float, float | None]:
+    """(Σ latency, Σ energy or None when no op carries energy) of one op group."""
+    energy: dict[str, float] = {}
+    ms = sum(price(est, ops, spec, mode, energy).values())
+    return ms, sum(energy.values()) if energy else None
+
+
+def overlap(est, query: dict, spec, mode: str) -> tuple[float, float | None]:
+    """Parallel op groups (decode streams): the slower group's sum, and that group's energy (not probed)."""
+    return max((_priced_sum(est, group, spec, mode) for group in query["groups"]), key=lambda priced: priced[0])
+
+
+def fallback(est, query: dict, spec, mode: str) -> tuple[float, float | None]:
     """The `primary` ops' sum, else on a data miss the `fallback` ops' (0.12.0's FallbackOp: HYBRID asks the primary
     in SILICON, so a module table's miss reads the granular ops' data before any empirical guess; in EMPIRICAL a
-    primary without samples falls back too)."""
+    primary without samples falls back too); with the energy of the group priced."""
     try:
-        return sum(price(est, query["primary"], spec, "silicon" if mode == "hybrid" else mode).values())
+        return _priced_sum(est, query["primary"], spec, "silicon" if mode == "hybrid" else mode)
     except (NoDataError, EmpiricalUnavailableError):
-        return sum(price(est, query["fallback"], spec, mode).values())
+        return _priced_sum(est, query["fallback"], spec, mode)
 
 
 def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon",
@@ -99,16 +114,45 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
     spec = est.spec(d.system)
     if not 0 <= prefix < isl:
         raise UnsupportedModelError(f"{config.name}: prefix {prefix} must be in [0, isl {isl})")
-    context = price(est, pass_ops(m, d, batch * (isl - prefix), True, batch, isl, prefix=prefix), spec, mode)
+    context_wms: dict[str, float] = {}
+    context = price(est, pass_ops(m, d, batch * (isl - prefix), True, batch, isl, prefix=prefix), spec, mode, context_wms)
     generation: dict[str, float] = {}
+    generation_wms: dict[str, float] = {}
     stride = catalog()["decode_stride"]
     for i in range(0, osl - 1, stride):
         repeat = min(stride, osl - 1 - i)
-        for name, ms in price(est, pass_ops(m, d, batch, False, batch, isl + i + 1), spec, mode).items():
+        step_wms: dict[str, float] = {}
+        for name, ms in price(est, pass_ops(m, d, batch, False, batch, isl + i + 1), spec, mode, step_wms).items():
             generation[name] = generation.get(name, 0.0) + ms * repeat
+        for name, wms in step_wms.items():
+            generation_wms[name] = generation_wms.get(name, 0.0) + wms * repeat
     ttft = sum(context.values())
     tpot = sum(generation.values()) / (osl - 1) if osl > 1 else 0.0
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "quants": quants, "context": context, "generation": generation}
+    return {"ttft_ms": ttft, "tpot_ms": tpot, "quants": quants, "context": context, "generation": generation,
+            "energy": energy_totals(context, context_wms, generation, generation_wms)}
+
+
+def energy_totals(context: dict, context_wms: dict, generation: dict, generation_wms: dict) -> dict | None:
+    """0.12.0's static energy report: per-op W·ms per phase (decode: summed over every step, as its latency), each
+    phase's energy and average power (energy / that phase's latency, ops without power counting as 0 W), the
+    end-to-end energy and average (`power_avg_w`), the latency share of ops priced from measured power
+    (`power_coverage`) and `power_w`, that average where the share reaches models.yaml's
+    `power_coverage_threshold` (else null, as 0.12.0's estimate gates it); None when no op carries energy."""
+    if not context_wms and not generation_wms:
+        return None
+
+    def phase(latency: dict, wms: dict) -> dict:
+        total, ms = sum(wms.values()), sum(latency.values())
+        return {"ops_wms": wms, "energy_wms": total, "power_w": total / ms if ms > 0 else 0.0}
+
+    total_ms = sum(context.values()) + sum(generation.values())
+    total = sum(context_wms.values()) + sum(generation_wms.values())
+    covered = sum(context[n] for n in context_wms) + sum(generation[n] for n in generation_wms)
+    coverage = min(max(covered / total_ms, 0.0), 1.0) if total_ms > 0 else 0.0
+    average = total / total_ms if total_ms > 0 else 0.0
+    return {"context": phase(context, context_wms), "generation": phase(generation, generation_wms),
+            "energy_wms": total, "power_avg_w": average, "power_coverage": coverage,
+            "power_w": average if coverage >= catalog()["power_coverage_threshold"] else None}
 
 
 def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:

@@ -5,6 +5,9 @@ bracketing keys blend linearly in the coordinate (in sqrt(latency) on `sqrt_axes
 If one bracket branch cannot answer (a ragged, corner-truncated table) the survivor is rescaled by
 SOL(query)/SOL(snapped). Queries outside the data borrow util from the 4 nearest measured leaves in
 joint log2 space with tapered modified-Shepard weights.
+A `direct` Grid (measured power, `power_grid`) blends its values linearly, keeps a ragged survivor unscaled and
+outside the data averages the 4 nearest leaves' values themselves (0.12.0's rules, probed: in-data and outside;
+the ragged rule not isolated in a probe, the random scans agree).
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+import polars as pl
 
 NN_LEAVES = 4
 
@@ -25,6 +29,7 @@ class Grid:
     tree: dict
     sol: Callable[[dict], float]
     sqrt_axes: frozenset = frozenset()
+    direct: bool = False  # leaves are averaged as they are (power), not as util under the query's SOL
     _leaves: tuple | None = field(default=None, repr=False)
     _keys: dict = field(default_factory=dict, repr=False)  # id(node) -> its sorted keys (the tree is never mutated)
 
@@ -59,6 +64,15 @@ def rows_grid(rows, axes: tuple[str, ...], sol, sqrt_axes=()) -> Grid:
     """Grid over a frame's `axes` columns and its latency column (first row per coordinate wins)."""
     data = ((tuple(r[:-1]), r[-1]) for r in rows.select(*axes, "latency").iter_rows())
     return coordinate_grid(axes, data, sol, sqrt_axes)
+
+
+def power_grid(rows, axes: tuple[str, ...]) -> Grid | None:
+    """Grid over a frame's measured `power` (W) at `axes`, first row per coordinate as `rows_grid`; None when no row
+    holds power. A row without power (a donor version's) reads 0 W, as 0.12.0 reads it."""
+    if "power" not in rows.columns or rows["power"].null_count() == rows.height:
+        return None
+    data = ((tuple(r[:-1]), r[-1]) for r in rows.select(*axes, pl.col("power").fill_null(0.0)).iter_rows())
+    return replace(coordinate_grid(axes, data, lambda _: 1.0), direct=True)
 
 
 def _descend(g: Grid, node, level: int, q: dict):
@@ -101,6 +115,9 @@ def _leaves(g: Grid):
 
         walk(g.tree, ())
         pts = np.log2(np.maximum(np.asarray(coords, dtype=np.float64), 1e-9))
+        if g.direct:
+            g._leaves = (pts, np.asarray(lats, dtype=np.float64))
+            return g._leaves
         util = np.array([g.sol(dict(zip(g.axes, c, strict=True))) / lat if lat > 0 else 0.0
                          for c, lat in zip(coords, lats, strict=True)])
         ok = util > 0
@@ -130,7 +147,8 @@ def _transfer(g: Grid, q: dict) -> float | None:
         w = ((r - dn) / (r * dn)) ** 2
     else:
         w = 1.0 / dn**2
-    return g.sol(q) / (float((w * u[near]).sum()) / float(w.sum()))
+    mean = float((w * u[near]).sum()) / float(w.sum())
+    return mean if g.direct else g.sol(q) / mean
 
 
 def interpolate(g: Grid, q: dict) -> float | None:
@@ -232,6 +250,7 @@ def _transfer_many(g: Grid, coords: dict, sol_many) -> np.ndarray:
             w = ((r - dn) / (r * dn)) ** 2
         else:
             w = 1.0 / dn**2
+        mean = (w * u[near]).sum(axis=1) / w.sum(axis=1)
         chunk = {a: c[start:start + 256] for a, c in coords.items()}
-        out[start:start + len(d)] = sol_many(chunk) / ((w * u[near]).sum(axis=1) / w.sum(axis=1))
+        out[start:start + len(d)] = mean if g.direct else sol_many(chunk) / mean
     return out

@@ -36,11 +36,13 @@ class Queries(dict):
 
 @dataclass
 class Answer:
-    """Per-query arrays for one slice; `source` holds indices into TIERS."""
+    """Per-query arrays for one slice; `source` holds indices into TIERS; `energy` (W·ms) NaN where no measured
+    power prices the answer (None: none does)."""
 
     latency: np.ndarray
     sol: np.ndarray
     source: np.ndarray
+    energy: np.ndarray | None = None
 
 
 def tier_codes(label: str, n: int) -> np.ndarray:
@@ -76,6 +78,11 @@ class OpModel:
         """
         raise EmpiricalUnavailableError(f"{self.name}: EMPIRICAL mode is not available for this op")
 
+    def energy(self, est, key: dict, q: Queries, latency: np.ndarray) -> np.ndarray | None:
+        """Energy (W·ms) of silicon answers `latency`: measured power interpolated as 0.12.0 does × the kernel's
+        latency; NaN per query (None for all) where the rows hold no power. Ops without power columns keep None."""
+        return None
+
     def describe(self, key: dict, q: Queries, row: int) -> str:
         coords = ", ".join(f"{c}={q[c][row]}" for c in self.value_columns)
         where = "/".join(str(key[c]) for c in self.group_keys)
@@ -98,6 +105,7 @@ class OpModel:
         except NoDataError as exc:
             lat, miss, reason = np.full(n, np.nan), np.ones(n, dtype=bool), str(exc)
         labels = tier_codes("silicon", n)
+        energy = None if miss.all() else self.energy(est, key, q, lat)
         if miss.any():
             first = int(np.flatnonzero(miss)[0])
             message = reason or f"no silicon data can anchor {self.describe(key, q, first)}"
@@ -111,4 +119,7 @@ class OpModel:
             lat = lat.copy()
             lat[rows] = elat
             labels[rows] = TIERS.index(elabel)
-        return Answer(lat, sol, labels)
+            if energy is not None:  # 0.12.0 reports no energy for empirical answers
+                energy = energy.copy()
+                energy[rows] = np.nan
+        return Answer(lat, sol, labels, energy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from perfledger.estimator.data.sources import first_wins, table_info
@@ -70,22 +71,40 @@ class MoeModel(OpModel):
             dist = "uniform"
         return rows.filter(pl.col("distribution") == dist).sort("num_tokens", maintain_order=True)
 
-    def silicon(self, est, key, q):
+    def _curves(self, est, key, tokens):
+        """The slice's token-curve rows, and (mask, rows) of the min-latency kernel where it answers first."""
         rows = self._slice(self._table(est, key, bool(key["gated"])), key)
         if not rows.height:  # as 0.12.0: the other gating's rows where its own has none at this shape (vLLM / sglang
             rows = self._slice(self._table(est, key, not bool(key["gated"])), key)  # hold gated kernels only: NemotronH)
         if not rows.height:
             where = ", ".join(f"{c}={key[c]}" for c in self.group_keys)
             raise NoDataError(f"no moe_perf slice for {where}")
-        tokens, sol_fn = q["tokens"], self._sol_fn(est, key)
-        lat, miss = eval_curve(rows["num_tokens"].to_numpy(), rows["latency"].to_numpy(), tokens, sol_fn)
         small = self._min_latency_rows(key, tokens)
-        if small.any():
-            fast = self._slice(self._table(est, key, "min_latency"), key)
-            if fast.height:
-                flat, fmiss = eval_curve(fast["num_tokens"].to_numpy(), fast["latency"].to_numpy(), tokens[small], sol_fn)
-                lat[small], miss[small] = flat, fmiss
+        fast = self._slice(self._table(est, key, "min_latency"), key) if small.any() else None
+        return rows, (small, fast) if fast is not None and fast.height else None
+
+    def silicon(self, est, key, q):
+        tokens, sol_fn = q["tokens"], self._sol_fn(est, key)
+        rows, fast = self._curves(est, key, tokens)
+        lat, miss = eval_curve(rows["num_tokens"].to_numpy(), rows["latency"].to_numpy(), tokens, sol_fn)
+        if fast is not None:
+            small, frows = fast
+            lat[small], miss[small] = eval_curve(frows["num_tokens"].to_numpy(), frows["latency"].to_numpy(),
+                                                 tokens[small], sol_fn)
         return lat, miss
+
+    def energy(self, est, key, q, latency):
+        """Power along the same token curve (lerp inside, the edge point's power outside; a row without power reads
+        0 W; probed) × latency."""
+        tokens = q["tokens"]
+        rows, fast = self._curves(est, key, tokens)
+        parts = [(np.ones(len(tokens), dtype=bool), rows)] + ([fast] if fast is not None else [])
+        power = np.full(len(tokens), np.nan)
+        for mask, part in parts:
+            held = "power" in part.columns and part["power"].null_count() < part.height
+            power[mask] = np.interp(tokens[mask], part["num_tokens"].to_numpy(),
+                                    part["power"].fill_null(0.0).to_numpy()) if held else np.nan
+        return None if np.isnan(power).all() else power * latency
 
 
     @staticmethod

@@ -29,6 +29,19 @@ def shared_est():
 
 
 @pytest.fixture(scope="session")
+def shared_systems(tmp_path_factory, aic_core) -> str:
+    """A systems folder through which 0.12.0 reads ../shared's perf tree: the wheel's system files beside it as data/."""
+    from perfledger import settings
+
+    root = tmp_path_factory.mktemp("shared_systems")
+    for item in (settings.aic_package_dir() / "systems").iterdir():
+        if item.name != "data":
+            (root / item.name).symlink_to(item)
+    (root / "data").symlink_to(SHARED_DATA.resolve())
+    return str(root)
+
+
+@pytest.fixture(scope="session")
 def oracle(aic_core):
     """The reference estimator as a black box (parity tests only)."""
     from tests.estimator.oracle import Oracle

@@ -22,8 +22,9 @@ def test_gemm_json_matches_worked_example():
     res = _run("gemm", *H200, "--quant", "bfloat16", "--m", "1000", "--n", "5000", "--k", "3000", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert set(out) == {"latency_ms", "sol_ms", "source"}
+    assert set(out) == {"latency_ms", "sol_ms", "source", "energy_wms", "power_w"}
     assert out["latency_ms"] == pytest.approx(0.0412548, rel=1e-5) and out["source"] == "silicon"
+    assert out["energy_wms"] is None and out["power_w"] is None  # the table holds no power column
 
 
 def test_hybrid_quant_transfer_label():
@@ -73,7 +74,7 @@ def test_moe_and_comm_commands():
     res = _run("moe", *H200, "--quant", "fp8", "--hidden", "4096", "--inter", "1536", "--topk", "8", "--experts", "128",
                "--moe-ep", "8", "--tokens", "3000", "--mode", "sol", "--json")
     assert json.loads(res.stdout) == {"latency_ms": pytest.approx(0.07091456), "sol_ms": pytest.approx(0.07091456),
-                                      "source": "sol"}
+                                      "source": "sol", "energy_wms": None, "power_w": None}
     for old_spelling in ("--tp", "--ep"):  # renamed as `estimate static` names them; no hidden alias
         refused = _run("moe", *H200, "--quant", "fp8", "--hidden", "4096", "--inter", "1536", "--topk", "8",
                        "--experts", "128", old_spelling, "8", "--tokens", "3000", "--mode", "sol")
@@ -230,3 +231,24 @@ def test_help_marks_query_options_required_unless_queries_gives_them():
     assert "(required unless --queries has the column)" in line
     line = next(line for line in comm.splitlines() if "--backend" in line)
     assert "required" not in line  # comm takes --backend for symmetry only
+
+
+def test_moe_json_carries_measured_energy(oracle, monkeypatch):
+    """b200 vLLM 0.22.0's MoE table holds power: the JSON answer carries 0.12.0's energy and power = energy / latency."""
+    from aiconfigurator_core.sdk.operations import MoE
+
+    monkeypatch.setenv("AIC_ALLOW_UNLISTED_VERSIONS", "1")
+    res = _run("moe", "--system", "b200_sxm", "--backend", "vllm", "--version", "0.22.0", "--data", "aic-package",
+               "--quant", "fp8_block", "--hidden", "7168", "--inter", "2048", "--topk", "8", "--experts", "256",
+               "--distribution", "balanced", "--tokens", "12", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    op = MoE("moe", 1.0, 7168, 2048, 8, 256, 1, 1, oracle.common.MoEQuantMode.fp8_block, "balanced", 1, is_gated=True)
+    _, ms, energy, _ = oracle.handle("b200_sxm", "vllm", "0.22.0").evaluate_ops_json(
+        oracle.build([op]), is_context=True, batch_size=1, s=1, x=12)[0]
+    assert out["latency_ms"] == pytest.approx(ms, rel=1e-9) and out["energy_wms"] == pytest.approx(energy, rel=1e-9)
+    assert out["power_w"] == pytest.approx(energy / ms, rel=1e-9)
+    text = _run("moe", "--system", "b200_sxm", "--backend", "vllm", "--version", "0.22.0", "--data", "aic-package",
+                "--quant", "fp8_block", "--hidden", "7168", "--inter", "2048", "--topk", "8", "--experts", "256",
+                "--distribution", "balanced", "--tokens", "12")
+    assert "energy" in text.stdout and "W·ms" in text.stdout

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from perfledger.estimator.fit.grid import evaluate, rows_grid
+from perfledger.estimator.fit.grid import evaluate, power_grid, rows_grid
 from perfledger.estimator.fit.roofline import context_attention_sol
 from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.attention.head_size import head_ratio, reference_head_size
@@ -103,6 +103,19 @@ def pooled_empirical(model, est, key, q, shared: bool, axes: tuple[str, ...]) ->
     return model._pool_sol(est, key, mha)(*coords.T) / (query_util(grid, coords) * scale), label
 
 
+def pool_power(model, est, key, mha: bool, axes: tuple[str, ...]):
+    """The pool's measured-power Grid (`fit/grid.power_grid`), None without power or without the pool."""
+    from perfledger.estimator.errors import NoDataError
+
+    def build():
+        try:
+            return power_grid(model._rows(est, key, mha), axes)
+        except NoDataError:
+            return None
+
+    return est.memo(("attn_power", model.name, mha, *(key.get(c) for c in model.group_keys)), build)
+
+
 def evaluate_by_pool(model, est, key, q, mode, evaluate):
     """Run `evaluate(key, q, mode)` per pool (MHA rows, GQA rows) and merge: each pool borrows on its own."""
     from perfledger.estimator.ops.base import Answer
@@ -111,10 +124,13 @@ def evaluate_by_pool(model, est, key, q, mode, evaluate):
     if mha.all() or not mha.any():
         return evaluate(key, q, mode)
     latency, sol, source = np.empty(q.height), np.empty(q.height), np.empty(q.height, dtype=np.int8)
+    energy = np.full(q.height, np.nan)
     for rows in (np.flatnonzero(mha), np.flatnonzero(~mha)):
         part = evaluate(key, q.take(rows), mode)
         latency[rows], sol[rows], source[rows] = part.latency, part.sol, part.source
-    return Answer(latency, sol, source)
+        if part.energy is not None:
+            energy[rows] = part.energy
+    return Answer(latency, sol, source, energy)
 
 
 class ContextAttentionModel(OpModel):
@@ -202,6 +218,21 @@ class ContextAttentionModel(OpModel):
                 value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
             out[i] = np.nan if value is None else value
         return out * self._prefix_share(est, key, q) + self._side(est, key, q, False), np.isnan(out)
+
+    def energy(self, est, key, q, latency):
+        """The pool's measured power, Grid-blended over [heads, isl, batch] as `fit/grid.power_grid` says, × the kernel's
+        latency: the side ops carry no power (0.12.0's energy is the kernel's alone, probed on b200 vLLM 0.22.0)."""
+        pools = set((np.asarray(q["heads"]).astype(np.int64) == int(key["kv_heads"])).tolist())
+        grids = {mha: pool_power(self, est, key, mha, AXES) for mha in pools}
+        if all(g is None for g in grids.values()):
+            return None
+        power = np.full(q.height, np.nan)
+        for i, (h, s, b) in enumerate(zip(q["heads"], q["isl"], q["batch"], strict=True)):
+            grid = grids[int(h) == int(key["kv_heads"])]
+            if grid is not None:
+                value, _ = evaluate(grid, {"num_heads": int(h), "isl": int(s), "batch_size": int(b)})
+                power[i] = np.nan if value is None else value
+        return power * (latency - self._side(est, key, q, False))
 
     def empirical(self, est, key, q, shared: bool = False):
         """SOL / util of the pool's UtilGrid over [heads, isl, batch] (borrowing as pooled_empirical says); side ops added."""

@@ -16,6 +16,7 @@ from perfledger.estimator.ops.attention.context import (
     KV_BYTES,
     evaluate_by_pool,
     pool_picker,
+    pool_power,
     pooled_empirical,
 )
 from perfledger.estimator.ops.attention.kernel_lanes import pool_rows
@@ -88,22 +89,39 @@ class GenerationAttentionModel(OpModel):
 
         return est.memo(("gen_grid", mha, *(key[c] for c in self.group_keys)), build)
 
-    def silicon(self, est, key, q):
-        """The mean over each query's 5 kv samples, every sample of a head count evaluated in one Grid pass."""
+    def _samples(self, est, key, q, power: bool = False) -> np.ndarray:
+        """Latency (or measured power, `fit/grid.power_grid`) at each query's 5 kv samples, one row of 5 per query,
+        every sample of a head count evaluated in one Grid pass; NaN rows where the pool has no grid."""
         pick = pool_picker(self, est, key)
         heads, batch = np.asarray(q["heads"], dtype=np.int64), np.asarray(q["batch"], dtype=np.int64)
         samples = kv_samples(q["seq"])
-        out = np.full(q.height, np.nan)
+        out = np.full((q.height, SAMPLES), np.nan)
         for h in np.unique(heads):
-            grid, rows = pick(h), heads == h
+            rows, mha = heads == h, int(h) == int(key["kv_heads"])
+            if power:
+                grid = pool_power(self, est, key, mha, AXES)
+                sol_many = lambda c: np.ones(len(c["seq"]))  # noqa: E731 -- a power grid rescales nothing
+            else:
+                grid, sol = pick(h), self._pool_sol(est, key, mha)
+                sol_many = lambda c, sol=sol: sol(c["num_heads"], c["batch_size"], c["seq"])  # noqa: E731
             if grid is None:
                 continue
-            sol = self._pool_sol(est, key, int(h) == int(key["kv_heads"]))
             coords = {"num_heads": np.full(rows.sum() * SAMPLES, int(h)), "batch_size": np.repeat(batch[rows], SAMPLES),
                       "seq": samples[rows].ravel() + 1}
-            values, _ = evaluate_many(grid, coords, lambda c, sol=sol: sol(c["num_heads"], c["batch_size"], c["seq"]))
-            out[rows] = values.reshape(-1, SAMPLES).mean(axis=1)
+            out[rows] = evaluate_many(grid, coords, sol_many)[0].reshape(-1, SAMPLES)
+        return out
+
+    def silicon(self, est, key, q):
+        """The mean over each query's 5 kv samples."""
+        out = self._samples(est, key, q).mean(axis=1)
         return out, np.isnan(out)
+
+    def energy(self, est, key, q, latency):
+        """The mean over the 5 kv samples of measured power × that sample's (SOL-clamped) latency (0.12.0, probed)."""
+        power = self._samples(est, key, q, power=True)
+        if np.isnan(power).all():
+            return None
+        return (power * self._samples(est, key, q)).mean(axis=1)
 
     def empirical(self, est, key, q, shared: bool = False):
         """SOL / util of the pool's UtilGrid over [heads, batch, seq], borrowing as pooled_empirical says."""

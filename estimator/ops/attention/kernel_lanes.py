@@ -1,9 +1,11 @@
 """Attention kernel lanes: one lane's rows answer a slice, as the reference's lane walk does.
 
 Attention tables may hold several `kernel_source` lanes measuring the same shapes (vllm: fa2,
-flashinfer prefill/decode, triton). Without a pinned lane the reference walks lanes by measured
-coverage in the table (most slices, then most rows, then name) and serves a slice from the first lane
-that carries it; rows of other lanes never mix in (a missing isl=1 row stays missing).
+flashinfer prefill/decode, triton). Without a pinned lane the reference walks the own version's lanes by
+measured coverage (most slices, then most rows, then name), then lanes only donor versions carry, ranked
+alike (b200 vLLM 0.22.0: its own flashinfer lane before 0.24.0's denser trtllm-prefill lane, probed), and
+serves a slice from the first lane that carries it; rows of other lanes never mix in (a missing isl=1 row
+stays missing).
 
 A static engine (query column `lane_defaults`) instead heads the walk with the framework's default kernel
 from the wheel's systems/attention_lane_defaults.yaml, matched on backend, the highest listed version at or
@@ -87,7 +89,8 @@ def _density(est, system, backend, version, table, slice_columns, shared: bool) 
 
 def lane_order(est, system: str, backend: str, version: str, table: str, slice_columns: tuple[str, ...],
                pinned: bool = False) -> list[str]:
-    """Lanes of `table` by (-distinct slices, -rows, name); `pinned`: the framework-default walk above."""
+    """Own-version lanes, then donor-only lanes, each by (-distinct slices, -rows, name); `pinned`: the
+    framework-default walk above."""
 
     def build():
         shared = _density(est, system, backend, version, table, slice_columns, True)
@@ -96,7 +99,12 @@ def lane_order(est, system: str, backend: str, version: str, table: str, slice_c
             matched, head = framework_default(defaults, backend, version, sm)
             if matched:
                 return pinned_walk(head, _density(est, system, backend, version, table, slice_columns, False), shared)
-        return sorted(shared, key=lambda lane: (-shared[lane][0], -shared[lane][1], lane))
+        own = _density(est, system, backend, version, table, slice_columns, False)
+
+        def rank(density):
+            return sorted(density, key=lambda lane: (-density[lane][0], -density[lane][1], lane))
+
+        return rank(own) + [lane for lane in rank(shared) if lane not in own]
 
     return est.memo(("lane_order", system, backend, version, table, slice_columns, pinned), build)
 

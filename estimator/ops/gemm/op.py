@@ -11,7 +11,7 @@ from perfledger.estimator.fit.roofline import gemm_sol
 from perfledger.estimator.fit.transfer import pick_reference
 from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.base import Answer, OpModel, Queries, tier_codes
-from perfledger.estimator.ops.gemm.sites import build_sites, silicon
+from perfledger.estimator.ops.gemm.sites import build_sites, silicon, silicon_power
 from perfledger.estimator.quant.fp8_static import OVERHEADS, overhead, overhead_empirical
 from perfledger.estimator.quant.profiles import quant_profile, util_level
 
@@ -75,10 +75,21 @@ class GemmModel(OpModel):
                     f"available: {self._available(est, key, True)}"
                 )
             rows = nested_order(rows, NEST)
-            return build_sites(rows["m"], rows["n"], rows["k"], rows["latency"], *self._roof(est, key["system"], quant))
+            power = rows["power"].cast(pl.Float64).fill_null(np.nan) if "power" in rows.columns else None
+            return build_sites(rows["m"], rows["n"], rows["k"], rows["latency"], *self._roof(est, key["system"], quant),
+                               power=power)
 
-        sites = est.memo(("gemm_sites", key["system"], key["backend"], key["version"], quant), build)
-        return silicon(sites, q["m"], q["n"], q["k"], sol=self.sol(est, key, q))  # the SOL evaluate() priced
+        return silicon(self._sites(est, key, quant, build), q["m"], q["n"], q["k"], sol=self.sol(est, key, q))
+
+    @staticmethod
+    def _sites(est, key, quant: str, build=None):
+        return est.memo(("gemm_sites", key["system"], key["backend"], key["version"], quant), build)
+
+    def energy(self, est, key, q, latency):
+        """Measured power at the query (`sites.silicon_power`) × latency; fp8_static reads the fp8 sites' power."""
+        quant = "fp8" if key["quant"] == "fp8_static" else key["quant"]
+        power = silicon_power(self._sites(est, key, quant), q["m"], q["n"], q["k"])
+        return None if power is None else power * latency
 
     def _fp8_static(self, est, key, q, base=None, empirical_overheads=False):
         """fp8 GEMM minus compute_scale (and scale_matrix for low-precision inputs), floored at SOL.

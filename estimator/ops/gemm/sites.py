@@ -52,6 +52,10 @@ class GemmSites:
     flops: float
     bw: float
     cache: dict = field(default_factory=dict)  # neighbour store, integer-m slot table; built lazily
+    power: np.ndarray | None = None  # measured W per row (a row without power: 0 W); None: the table holds none
+    power_slope: np.ndarray | None = None
+    power_low: np.ndarray | None = None  # per site: median power of its first / last K_TAIL rows (the hold value)
+    power_high: np.ndarray | None = None
 
     @property
     def n_slots(self) -> int:
@@ -98,15 +102,19 @@ def _tail_median(util, lo, hi) -> np.ndarray:
     return np.where(has_nan, np.nan, np.where(count % 2 == 1, upper, (lower + upper) / 2.0))
 
 
-def build_sites(m, n, k, lat, memory: float, flops: float, bw: float) -> GemmSites:
-    """Group deduplicated rows, given in nested-walk order (m -> n -> k), into sites; clamp to SOL."""
+def build_sites(m, n, k, lat, memory: float, flops: float, bw: float, power=None) -> GemmSites:
+    """Group deduplicated rows, given in nested-walk order (m -> n -> k), into sites; clamp to SOL. `power`: the
+    rows' measured W (NaN: none), kept beside the latencies when any row holds it."""
     m, n, k = (np.asarray(a, dtype=np.int64) for a in (m, n, k))
     lat = np.asarray(lat, dtype=np.float64)
+    power = None if power is None or np.isnan(np.asarray(power, dtype=np.float64)).all() else \
+        np.nan_to_num(np.asarray(power, dtype=np.float64), nan=0.0)
     _, first_idx = np.unique(n * _SHIFT + k, return_index=True)
     walk_rank = np.empty(len(first_idx), dtype=np.int64)
     walk_rank[np.argsort(first_idx, kind="stable")] = np.arange(len(first_idx))
     order = np.lexsort((m, k, n))
     m, n, k, lat = m[order].astype(np.float64), n[order], k[order], lat[order]
+    power = None if power is None else power[order]
     sol = gemm_sol(m, n, k, memory, flops, bw)[0]
     lat = np.maximum(lat, sol)
     new = np.ones(len(m), dtype=bool)
@@ -124,8 +132,15 @@ def build_sites(m, n, k, lat, memory: float, flops: float, bw: float) -> GemmSit
     code, slot_class, cands = _slot_tables(m, start, stop, first_m, last_m, union)
     sn, sk = n[start].astype(np.float64), k[start].astype(np.float64)
     coef = np.column_stack([2.0 * sn * sk / flops * 1000.0, memory * (sn + sk) / bw * 1000.0, memory * sn * sk / bw * 1000.0])
-    return GemmSites(n[start], k[start], start, stop, m, lat, slope, util_low, util_high, walk_rank, union,
-                     code, slot_class, cands, first_m, last_m, coef, memory, flops, bw)
+    sites = GemmSites(n[start], k[start], start, stop, m, lat, slope, util_low, util_high, walk_rank, union,
+                      code, slot_class, cands, first_m, last_m, coef, memory, flops, bw)
+    if power is not None:
+        power_slope = np.zeros(len(m))
+        power_slope[:-1][inner] = (power[1:][inner] - power[:-1][inner]) / (m[1:][inner] - m[:-1][inner])
+        sites.power, sites.power_slope = power, power_slope
+        sites.power_low = _tail_median(power, start, np.minimum(start + K_TAIL, stop))
+        sites.power_high = _tail_median(power, np.maximum(stop - K_TAIL, start), stop)
+    return sites
 
 
 def query_slots(t: GemmSites, m) -> tuple[np.ndarray, np.ndarray]:
@@ -162,6 +177,44 @@ def _eval(t: GemmSites, base, m, slot) -> np.ndarray:
         hm = np.broadcast_to(m, base.shape)[hold]
         anchor = np.where(code[hold] == _BELOW, t.util_low[hs], t.util_high[hs])
         out[hold] = t.sol(hm, t.site_n[hs], t.site_k[hs]) / anchor
+    return out
+
+
+def _eval_power(t: GemmSites, base, m, slot) -> np.ndarray:
+    """Measured power of each site's curve at m, as 0.12.0 reads it (probed): exact, linear inside, and outside the
+    sweep the median power of the K_TAIL end rows (where latency holds util)."""
+    code = t.row_code[base + slot]
+    lo = np.maximum(code, 0)
+    out = t.power[lo] + t.power_slope[lo] * (m - t.m[lo])
+    hold = code < 0
+    hs = base[hold] // t.n_slots
+    out[hold] = np.where(code[hold] == _BELOW, t.power_low[hs], t.power_high[hs])
+    return out
+
+
+def silicon_power(t: GemmSites, m, n, k) -> np.ndarray | None:
+    """Measured power (W) per query, None when the table holds none: a collected site's curve at m, elsewhere the
+    mean of the neighbour sites' powers at m under the latency transfer's IDW weights (NaN without neighbours)."""
+    if t.power is None:
+        return None
+    slot, m = query_slots(t, m)
+    n, k = np.asarray(n, dtype=np.int64), np.asarray(k, dtype=np.int64)
+    key = n * _SHIFT + k
+    pairs, inv = np.unique(key, return_inverse=True)
+    site = site_index(t, pairs // _SHIFT, pairs % _SHIFT)[inv]
+    out = np.full(len(m), np.nan)
+    own, off = np.flatnonzero(site >= 0), np.flatnonzero(site < 0)
+    if len(own):
+        out[own] = _eval_power(t, site[own] * t.n_slots, m[own], slot[own])
+    if len(off):
+        bases, pack, wsum, has = _neighbours(t, pairs, inv[off], slot[off])
+        weighted = pack[0] * _eval_power(t, bases, np.broadcast_to(m[off], bases.shape), np.broadcast_to(slot[off], bases.shape))
+        total = weighted[0].copy()
+        for i in range(1, NN_SITES):
+            total += weighted[i]
+        with np.errstate(invalid="ignore"):
+            total /= wsum
+        out[off[has]] = total[has]
     return out
 
 

@@ -19,7 +19,7 @@ import polars as pl
 import yaml
 
 from perfledger.estimator.fit.curve import eval_curve
-from perfledger.estimator.fit.grid import evaluate, rows_grid, table_slice
+from perfledger.estimator.fit.grid import evaluate, power_grid, rows_grid, table_slice
 from perfledger.estimator.fit.roofline import context_mla_sol, generation_mla_sol, mla_bmm_sol
 from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.base import OpModel
@@ -96,6 +96,15 @@ class _GridModel(OpModel):
         out = np.array([np.nan if (v := evaluate(grid, self._coords(q, i))[0]) is None else v for i in range(q.height)])
         return out, np.isnan(out)
 
+    def energy(self, est, key, q, latency):
+        """The slice's measured power on the same Grid axes (`fit/grid.power_grid`) × latency."""
+        grid = est.memo((self.name, "power", *(key[c] for c in self.group_keys)),
+                        lambda: power_grid(self._rows(est, key), self.axes))
+        if grid is None:
+            return None
+        power = np.array([np.nan if (v := evaluate(grid, self._coords(q, i))[0]) is None else v for i in range(q.height)])
+        return power * latency
+
 
 class ContextMlaModel(_GridModel):
     name = "context_mla"
@@ -143,6 +152,8 @@ class MlaBmmModel(_GridModel):
         spec, mem = est.spec(key["system"]), _bytes("bmm_bytes", key["quant"])
         flops = _flops(est, key["system"], key["quant"])
         return lambda h, t: mla_bmm_sol(t, h, mem, dims(), flops, spec.mem_bw)[0]
+
+    energy = OpModel.energy  # its token curves hold no power in any table
 
     def _bmm_rows(self, est, key, shared: bool = True) -> tuple[str, pl.DataFrame]:
         """(quant read, rows) for this phase; a quant without rows of its own may read its mla.yaml fallback."""
