@@ -77,3 +77,103 @@ def test_megamoe_matches_reference_on_every_slice(wheel_est, oracle, monkeypatch
         assert answered >= asked // 2, f"{answered} of {asked} answered"
     else:
         assert answered == 0
+
+
+def _overlay(src: Path, dst: Path, along: tuple[str, ...], extra: Path) -> None:
+    """dst mirrors src by symlinks, except the folders `along`, rebuilt with `extra` linked into the last."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for item in src.iterdir():
+        if along and item.name == along[0]:
+            _overlay(item, dst / item.name, along[1:], extra)
+        else:
+            (dst / item.name).symlink_to(item)
+    if not along:
+        (dst / extra.name).symlink_to(extra)
+
+
+@pytest.fixture(scope="module")
+def megamoe_systems(tmp_path_factory, aic_core):
+    """The wheel's systems folder with gb300's MegaMoE table (collected at sglang 0.5.10, where no mHC / DSv4 attention
+    rows exist) also filed under 0.5.14 beside them, so one version prices a whole DeepSeek-V4 MegaMoE deployment; both
+    sides read this same tree."""
+    from perfledger import settings
+
+    systems, root = settings.aic_package_dir() / "systems", tmp_path_factory.mktemp("megamoe_systems")
+    _overlay(systems, root, ("data", "gb300", "moe", "sglang", "0.5.14"),
+             systems / "data" / "gb300" / "moe" / "sglang" / "0.5.10" / TABLE)
+    return root
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("par,shape", [((8, 1, 8), (4, 1000, 40)), ((4, 1, 4), (3, 3000, 70))])
+def test_static_megamoe_deployment_matches_engine_per_op(megamoe_systems, monkeypatch, par, shape):
+    """DeepSeek-V4-Pro on gb300 SGLang with moe_backend=megamoe (0.12.0's ModelConfig field; its compile entry has no
+    keyword for it, so the reference's config builder sets it): the same ops per phase, each within 1e-9."""
+    import aiconfigurator_core.sdk.engine as engine
+
+    from perfledger.estimator.data.sources import TreeSource
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.static import Deploy, static
+
+    build = engine.build_model_config
+
+    def with_megamoe(**kw):
+        config = build(**kw)
+        config.moe_backend = "megamoe"
+        return config
+
+    monkeypatch.setattr(engine, "build_model_config", with_megamoe)
+    (tp, moe_tp, moe_ep), (batch, isl, osl), model = par, shape, "deepseek-ai/DeepSeek-V4-Pro"
+    ref = engine.EngineHandle.compile(model, "gb300", "sglang", backend_version="0.5.14", tp_size=tp, moe_tp_size=moe_tp,
+                                      moe_ep_size=moe_ep, systems_path=str(megamoe_systems))
+    ctx_ops, gen_ops = ref.run_static_per_op(batch_size=batch, isl=isl, osl=osl)[:2]
+    ttft, gen_ms, _ = ref.run_static(batch_size=batch, isl=isl, osl=osl)
+    est = Estimator(TreeSource(megamoe_systems / "data"))
+    ours = static(est, model, Deploy("gb300", "sglang", "0.5.14", tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, moe_backend="megamoe"),
+                  batch=batch, isl=isl, osl=osl)
+    assert ours["context"]["megamoe"] > 0
+    for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
+        want = {name.removeprefix(f"{phase}_"): ms for name, ms, *_ in ref_ops if name != f"{phase}_p2p"}
+        assert set(want) == set(ours[phase]), f"{phase}: op sets differ {set(want) ^ set(ours[phase])}"
+        for name, ms in want.items():
+            assert ours[phase][name] == pytest.approx(ms, rel=1e-9), f"{phase} {name}"
+    assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
+    assert ours["tpot_ms"] == pytest.approx(gen_ms / (osl - 1), rel=1e-9)
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("change,match", [(dict(backend="trtllm", version="1.3.0rc23"), "needs backend sglang"),
+                                          (dict(moe_tp=2, moe_ep=4), "moe_tp 1"), (dict(moe_backend="deepep"), "not priced")])
+def test_megamoe_deployments_0_12_0_refuses_are_refused(wheel_est, change, match):
+    from perfledger.estimator.errors import UnsupportedModelError
+    from perfledger.estimator.static import Deploy, static
+
+    d = dict(system="gb300", backend="sglang", version="0.5.14", tp=8, moe_tp=1, moe_ep=8, moe_backend="megamoe")
+    with pytest.raises(UnsupportedModelError, match=match):
+        static(wheel_est, "deepseek-ai/DeepSeek-V4-Pro", Deploy(**{**d, **change}), batch=1, isl=100, osl=2)
+
+
+@pytest.mark.aic
+def test_cli_moe_backend_prices_megamoe_and_refuses_elsewhere(megamoe_systems):
+    """`estimate static --moe-backend megamoe` is the MegaMoE deployment (TTFT / TPOT of `static` with it, not the
+    default MoE's); a backend MegaMoE does not serve exits 1 naming the rule."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from perfledger.cli import app
+    from perfledger.estimator.data.sources import TreeSource
+    from perfledger.estimator.session import Estimator
+    from perfledger.estimator.static import Deploy, static
+
+    args = ["estimate", "static", "--model", "deepseek-ai/DeepSeek-V4-Pro", "--system", "gb300", "--backend", "sglang",
+            "--version", "0.5.14", "--tp", "8", "--moe-ep", "8", "--batch", "2", "--isl", "500", "--osl", "8",
+            "--data", str(megamoe_systems / "data"), "--json"]
+    res = CliRunner().invoke(app, [*args, "--moe-backend", "megamoe"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    want = static(Estimator(TreeSource(megamoe_systems / "data")), "deepseek-ai/DeepSeek-V4-Pro",
+                  Deploy("gb300", "sglang", "0.5.14", tp=8, moe_ep=8, moe_backend="megamoe"), batch=2, isl=500, osl=8)
+    assert (out["ttft_ms"], out["tpot_ms"]) == (want["ttft_ms"], want["tpot_ms"])
+    refused = CliRunner().invoke(app, [*args, "--moe-backend", "megamoe", "--moe-ep", "1", "--tp", "1"])
+    assert refused.exit_code == 1 and "moe_ep >= 2" in refused.output, refused.output
