@@ -43,6 +43,8 @@ def register(app: typer.Typer) -> None:
         moe_quant: str | None = typer.Option(None, help="MoE quant (default: the checkpoint's, else bfloat16)"),
         kv_quant: str | None = typer.Option(None, help="KV-cache quant (default: the checkpoint's, else bfloat16)"),
         fmha_quant: str | None = typer.Option(None, help="Attention (FMHA) quant (default: the checkpoint's, else bfloat16)"),
+        moe_backend: str | None = typer.Option(None, "--moe-backend", help="MoE backend where the architecture prices one "
+                                               "(models.yaml moe_backends: megamoe for DeepSeek-V4 on sglang)"),
         mode: str = MODE,
         breakdown: bool = typer.Option(False, "--breakdown", help="Per-op ms: context (prefill), decode per step and "
                                        "decode total over osl-1 steps"),
@@ -72,7 +74,7 @@ def register(app: typer.Typer) -> None:
             config = model_for(model, model_config)
             deploy = Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, pp=pp, attention_dp=attention_dp,
                             nextn=nextn, gemm_quant=gemm_quant,
-                            moe_quant=moe_quant, kv_quant=kv_quant, fmha_quant=fmha_quant)
+                            moe_quant=moe_quant, kv_quant=kv_quant, fmha_quant=fmha_quant, moe_backend=moe_backend)
             return config, static(_source(data, warehouse), config, deploy, batch=batch, isl=isl, osl=osl, mode=how,
                                   prefix=prefix)
 

@@ -47,6 +47,7 @@ class Deploy:
     moe_quant: str | None = None
     kv_quant: str | None = None
     fmha_quant: str | None = None
+    moe_backend: str | None = None  # None: the backend's default MoE; a models.yaml `moe_backends` key (megamoe)
 
 
 def price(est, ops, spec, mode: str = "silicon", energy: dict[str, float] | None = None) -> dict[str, float]:
@@ -166,12 +167,29 @@ def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
             raise UnsupportedModelError(f"{config.name}: moe_ep {d.moe_ep} exceeds the {m.dims.experts} experts")
     elif d.attention_dp > 1:
         raise UnsupportedModelError(f"{config.name}: attention data parallelism needs a MoE model (dense: scale replicas)")
+    check_moe_backend(m, d, config)
     plan = PLANS[m.family["kind"]]
     if d.attention_dp > 1 and m.family["kind"] not in ATTENTION_DP_KINDS:
         raise UnsupportedModelError(f"{config.name}: attention-dp {d.attention_dp} is priced for the "
                                     f"{', '.join(ATTENTION_DP_KINDS)} plans only, not {m.family['kind']}")
     if plan.check is not None:
         plan.check(m, d, config)
+
+
+def check_moe_backend(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
+    """A `moe_backend` must be one the architecture's models.yaml `moe_backends` names, on a backend and MoE width
+    it allows (0.12.0: MegaMoE on SGLang DeepSeek-V4 with moe_tp 1 and moe_ep > 1)."""
+    if d.moe_backend is None:
+        return
+    backends = m.family.get("moe_backends") or {}
+    rule = backends.get(d.moe_backend)
+    if rule is None:
+        raise UnsupportedModelError(f"{config.name}: moe backend {d.moe_backend!r} is not priced for {config.architecture} "
+                                    f"({MODELS_YAML.name} moe_backends: {', '.join(backends) or 'none'})")
+    if d.backend not in rule["backends"] or d.moe_tp != rule["moe_tp"] or d.moe_ep < rule["min_moe_ep"]:
+        raise UnsupportedModelError(f"{config.name}: moe backend {d.moe_backend} needs backend {'/'.join(rule['backends'])}, "
+                                    f"moe_tp {rule['moe_tp']}, moe_ep >= {rule['min_moe_ep']} (got {d.backend}, "
+                                    f"moe_tp {d.moe_tp}, moe_ep {d.moe_ep})")
 
 
 def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, seq: int, *, prefix: int = 0) -> list:

@@ -13,6 +13,7 @@ from perfledger.estimator.ops.base import OpModel
 from perfledger.estimator.ops.comm import NcclModel
 from perfledger.estimator.ops.dsa.module import DsaContextModuleModel, DsaGenerationModuleModel
 from perfledger.estimator.ops.dsa.msa import MsaContextModuleModel, MsaGenerationModuleModel
+from perfledger.estimator.ops.dsv4.megamoe import MegaMoeModel
 from perfledger.estimator.ops.dsv4.mhc import MhcModuleModel
 from perfledger.estimator.ops.dsv4.module import Dsv4ContextModuleModel, Dsv4GenerationModuleModel
 from perfledger.estimator.ops.gdn import GdnModel
@@ -26,7 +27,7 @@ from perfledger.estimator.ops.moe import MoeModel
 OP_MODELS = (GemmModel, MoeModel, NcclModel, CustomAllReduceModel, ContextAttentionModel, GenerationAttentionModel,
              ContextMlaModel, GenerationMlaModel, MlaBmmModel, KdaModel, ContextMlaModuleModel, GenerationMlaModuleModel,
              DsaContextModuleModel, DsaGenerationModuleModel, GdnModel, Mamba2Model, Dsv4ContextModuleModel,
-             Dsv4GenerationModuleModel, MhcModuleModel,
+             Dsv4GenerationModuleModel, MhcModuleModel, MegaMoeModel,
              MsaContextModuleModel, MsaGenerationModuleModel)
 
 

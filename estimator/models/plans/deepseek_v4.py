@@ -10,8 +10,8 @@ compiled op spec, checked per op):
   CSA module, 128 the HCA module; the SWA layers (ratio 0) price as HCA (0.12.0 reuses the HCA tables), at the
   deployment's GEMM / KV quant and bf16 FMHA, heads / tp local of the native heads, o_groups / tp (at least 1);
 - mHC in bf16 at the config's hc_mult and Sinkhorn iterations, at the pass's tokens;
-- the MTP layers (num_nextn_predict_layers) are not priced at nextn 0; MegaMoE (an explicit SGLang MoE backend
-  in 0.12.0) is not selected by a default deployment, so the routed MoE is the MoE op.
+- the MTP layers (num_nextn_predict_layers) are not priced at nextn 0; the routed MoE is the MoE op, or with
+  `moe_backend=megamoe` (0.12.0's explicit SGLang MoE backend) one `dsv4_megamoe` op without dispatch / combine.
 """
 
 from __future__ import annotations

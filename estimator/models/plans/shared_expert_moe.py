@@ -6,7 +6,9 @@ expert, every layer, as aiconfigurator-core 0.12.0 prices it.
 - the shared expert's GEMMs at `shared_inter` per GPU (bf16 where the checkpoint excludes shared experts), the
   router GEMM in bf16, the MoE dispatch / combine as the custom allreduce over the MoE group (under attention DP:
   the experts run every rank's tokens, the dispatch is the backend's collective, gqa.moe_dispatch);
-- decode overlaps the routed branch (router, dispatch, MoE, combine) with the shared expert: the slower one counts.
+- decode overlaps the routed branch (router, dispatch, MoE, combine) with the shared expert: the slower one counts;
+- a deployment `moe_backend` (models.yaml `moe_backends`: DeepSeek-V4's megamoe) fuses dispatch, MoE and combine
+  into the backend's one op at the rank's own tokens.
 """
 
 from __future__ import annotations
@@ -33,9 +35,15 @@ def ffn_ops(m: PricedModel, d, tokens: int, context: bool, shared_inter: int, sh
     moe = {**base, "quant": d.moe_quant, "distribution": family["distribution"], "gated": True, "topk": dims.topk,
            "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
            "tokens": tokens * d.attention_dp}
-    routed = [("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L),
-              ("moe_pre_dispatch", *moe_dispatch(d, tokens, h, "pre"), L), ("moe", "moe", moe, L),
-              ("moe_post_dispatch", *moe_dispatch(d, tokens, h, "post"), L)]
+    router = ("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L)
+    backend = getattr(d, "moe_backend", None)
+    if backend is not None:  # one fused module (static.check_moe_backend admitted it), at the rank's own tokens
+        fused = {**moe, "phase": "context" if context else "generation", "tokens": tokens}
+        del fused["gated"]
+        routed = [router, (backend, family["moe_backends"][backend]["op"], fused, L)]
+    else:
+        routed = [router, ("moe_pre_dispatch", *moe_dispatch(d, tokens, h, "pre"), L), ("moe", "moe", moe, L),
+                  ("moe_post_dispatch", *moe_dispatch(d, tokens, h, "post"), L)]
     return shared + routed if context else [("moe_overlap", "overlap", {"groups": [routed, shared]}, 1)]
 
 
