@@ -146,9 +146,12 @@ class KdaModel(OpModel):
         return est.memo(("kda_slice", key["shared"], *(key[c] for c in self.group_keys)), build)
 
     def silicon(self, est, key, q):
-        """Context: the Grid (exact / bilinear / ragged SOL rescale inside, 4-leaf util transfer outside);
-        decode: the batch curve (lerp inside, the edge point's util outside). No roofline: in-data answers only."""
-        found, _ = self._slice(est, key)
+        return self._answer(est, key, q, self._slice(est, key)[0])
+
+    def _answer(self, est, key, q, found):
+        """(latency, miss) from a slice's lookup structure (`ops/gdn.py` shares it): context the Grid (exact /
+        bilinear / ragged SOL rescale inside, 4-leaf util transfer outside); decode the batch curve (lerp inside, the
+        edge point's util outside). No roofline: in-data answers only."""
         if key["phase"] == "generation":
             sol = lambda b: self.sol(est, key, Queries(batch=b, seq=np.ones(len(b))))  # noqa: E731
             return eval_curve(*found, q["batch"], sol)
