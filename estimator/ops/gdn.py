@@ -74,10 +74,13 @@ class GdnModel(KdaModel):
         spec, key = self._kernel(key), {**key, "shared": mode in ("silicon", "hybrid")}
         if (spec.get("state") and key["state_dtype"] != "float32") or not self._kernel_rows(est, key).height:
             return Answer(sol, sol, tier_codes("sol", q.height))
-        lat, miss = self._answer(est, key, q, nearest=False)
+        lat, miss = self.silicon(est, key, q)
         source = tier_codes("silicon", q.height)
         source[miss] = tier_codes("sol", 1)[0]
         return Answer(np.where(miss, sol, lat), sol, source)
+
+    def silicon(self, est, key, q):
+        return self._answer(est, key, q, self._slice(est, key))  # one lookup structure, no head count to report
 
     def _kernel_rows(self, est, key) -> pl.DataFrame:
         """Rows of the logical kernel at the query's structure: own backend first, then cross-backend lenders; only
@@ -103,7 +106,7 @@ class GdnModel(KdaModel):
 
         return est.memo(("gdn_kernel_rows", key["shared"], *(key[c] for c in self.group_keys if c != "state_dtype")), build)
 
-    def _slice(self, est, key, nearest: bool):
+    def _slice(self, est, key):
         """Prefill: a [batch][seq] Grid over the roofline; decode: the batch curve."""
 
         def build():

@@ -3,10 +3,11 @@
 Why: 0.12.0's support matrix calls a row PASS when `cli default` finds a deployment on the row's GPU budget
 from collected data (SILICON), HYBRID_PASS when only HYBRID (transfers) finds one, FAIL with the search's error
 otherwise. The search runs in estimator/plan/feasible.py; this module only grades its answers, so the decision
-is a pure function: SILICON found -> PASS, unless the witness read a non-silicon tier (a roofline-only KDA kernel
-inside SILICON, tier `sol`: at best HYBRID_PASS, as rules.yaml says); else HYBRID found -> HYBRID_PASS with the
-witness's weakest tier as Source; else FAIL naming why (the search refused the model, nothing fits, the missing
-data, or the SLA), in SILICON's words, since the reference reports its SILICON error.
+is a pure function: SILICON found -> PASS, unless the witness read a non-silicon tier (inside SILICON a roofline-only
+KDA kernel, tier `sol`, or one read off another head count, `xshape`: at best HYBRID_PASS, as rules.yaml says);
+else HYBRID found -> HYBRID_PASS with the witness's weakest tier as Source; else FAIL naming why (the search
+refused the model, nothing fits, the missing data, or the SLA), in SILICON's words, since the reference reports
+its SILICON error.
 """
 
 from __future__ import annotations

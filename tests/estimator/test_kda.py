@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfledger.estimator.batch import estimate
-from perfledger.estimator.errors import EstimatorError, NoDataError
+from perfledger.estimator.errors import NoDataError
 from perfledger.versions import earlier_versions
 
 H200 = ("h200_sxm", "vllm", "0.24.0")
@@ -42,27 +42,57 @@ def test_exact_rows_and_midpoints(wheel_est):
     assert out["source"].to_list() == ["silicon"] * 3 and (out["sol_ms"] < out["latency_ms"]).all()
 
 
-def test_uncollected_heads_miss_in_silicon_and_read_the_nearest_count_in_hybrid(wheel_est):
-    """HYBRID: 16 and 18 heads read the 12-head grid (nearest, ties to the smaller), 20 the 24-head one, unscaled."""
-    out = estimate(wheel_est, "kda_kernel", frame(*H200, "flashkda_fwd", "context", 12, [2, 2], [2048, 2048])
-                   .with_columns(heads=pl.Series([12, 24])))["latency_ms"].to_list()
-    for heads, want in ((16, out[0]), (18, out[0]), (20, out[1])):
-        q = frame(*H200, "flashkda_fwd", "context", heads, [2], [2048])
-        with pytest.raises(NoDataError, match=f"num_k_heads=num_v_heads={heads}"):
-            estimate(wheel_est, "kda_kernel", q)
-        got = estimate(wheel_est, "kda_kernel", q, mode="hybrid")
-        assert (got["latency_ms"][0], got["source"][0]) == (want, "xshape"), heads
+def test_uncollected_heads_read_the_nearest_count_in_silicon_labelled_xshape(wheel_est):
+    """16 and 18 heads read the 12-head grid (nearest, ties to the smaller), 20 the 24-head one, 1 the smallest and 200
+    the largest collected count, unscaled, in SILICON as 0.12.0 does; labelled xshape, a collected count silicon."""
+    out = estimate(wheel_est, "kda_kernel", frame(*H200, "flashkda_fwd", "context", 12, [2, 2, 2], [2048] * 3)
+                   .with_columns(heads=pl.Series([12, 24, 96])))
+    assert out["source"].to_list() == ["silicon"] * 3
+    at = dict(zip((12, 24, 96), out["latency_ms"].to_list(), strict=True))
+    for mode in ("silicon", "hybrid"):
+        for heads, read in ((16, 12), (18, 12), (20, 24), (1, 12), (6, 12), (200, 96)):
+            got = estimate(wheel_est, "kda_kernel", frame(*H200, "flashkda_fwd", "context", heads, [2], [2048]), mode=mode)
+            assert (got["latency_ms"][0], got["source"][0]) == (at[read], "xshape"), (mode, heads)
     # an uncollected head dim / conv width reads the collected structure (128 / 4), unscaled, in SILICON
     for col, value in (("head_dim", 64), ("head_dim", 256), ("d_conv", 3)):
         got = estimate(wheel_est, "kda_kernel", frame(*H200, "flashkda_fwd", "context", 12, [2], [2048])
                        .with_columns(pl.lit(value).alias(col)))
-        assert (got["latency_ms"][0], got["source"][0]) == (out[0], "silicon"), (col, value)
+        assert (got["latency_ms"][0], got["source"][0]) == (at[12], "silicon"), (col, value)
     with pytest.raises(NoDataError, match="phase 'verify' is not priced"):
         estimate(wheel_est, "kda_kernel", frame(*H200, "flashkda_fwd", "verify", 12, [2], [2048]))
-    with pytest.raises(EstimatorError, match="roofline for kernel 'no_such_kernel'"):
-        estimate(wheel_est, "kda_kernel", frame(*H200, "no_such_kernel", "context", 12, [2], [2048]), mode="sol")
-    with pytest.raises(NoDataError, match="no rows for kernel no_such_kernel .*no context roofline"):
-        estimate(wheel_est, "kda_kernel", frame(*H200, "no_such_kernel", "context", 12, [2], [2048]))
+    for mode in ("silicon", "sol"):
+        with pytest.raises(NoDataError, match="no rows for kernel no_such_kernel .*no context roofline for kernel 'no_such"):
+            estimate(wheel_est, "kda_kernel", frame(*H200, "no_such_kernel", "context", 12, [2], [2048]), mode=mode)
+
+
+def test_every_mode_prices_alike_but_for_the_shared_layer(wheel_est):
+    """EMPIRICAL and SOL read the own version's rows as SILICON does (0.12.0's handles do); the shared layer (earlier
+    versions, lenders) is SILICON / HYBRID only, so vLLM 0.24.0, whose kda rows are 0.1.dev19262's, gets the roofline."""
+    sglang = frame("h200_sxm", "sglang", "0.5.16", "chunk_kda", "context", 6, [3, 3], [1500, 1500]) \
+        .with_columns(heads=pl.Series([12, 6]))
+    silicon = estimate(wheel_est, "kda_kernel", sglang)
+    assert silicon["source"].to_list() == ["silicon", "xshape"] and silicon["latency_ms"][0] == silicon["latency_ms"][1]
+    for mode in ("empirical", "sol"):
+        assert estimate(wheel_est, "kda_kernel", sglang, mode=mode).select("latency_ms", "source").equals(
+            silicon.select("latency_ms", "source")), mode
+        vllm = estimate(wheel_est, "kda_kernel", frame(*H200, "flashkda_fwd", "context", 6, [3], [1500]), mode=mode)
+        assert (vllm["latency_ms"][0], vllm["source"][0]) == (vllm["sol_ms"][0], "sol"), mode
+
+
+def expected_tier(est, cell, kernel, phase, heads, ref_tier, collected_structure=True):
+    """0.12.0's tier, but `xshape` where its silicon answer is read off another head count: the kernel (or, where
+    kda.yaml routes it -- only at the collected head dims / conv width -- the fused kernel covering the shard) has no
+    rows at the query's."""
+    from perfledger.estimator.ops.kda import kda_catalog
+
+    rows = est.table(*cell, "kda_perf", shared=True).filter(pl.col("phase") == phase, pl.col("d_model") == 7168)
+
+    def collected(k):
+        return heads in rows.filter(pl.col("kernel_source") == k)["num_k_heads"].to_list()
+
+    route = (kda_catalog()["fused_routes"].get(phase) or {}).get(kernel)
+    at_shard = collected(kernel) or (route is not None and collected_structure and collected(route["via"]))
+    return "xshape" if ref_tier == "silicon" and not at_shard else ref_tier
 
 
 CELLS = [H200, ("b200_sxm", "sglang", "0.5.16"), ("l40s", "sglang", "0.5.16")]
@@ -74,7 +104,8 @@ CELLS = [H200, ("b200_sxm", "sglang", "0.5.16"), ("l40s", "sglang", "0.5.16")]
                                                                                "generation")])
 def test_kda_matches_reference_in_and_out_of_the_grid(wheel_est, oracle, cell, kernel, phase):
     """Random batch/seq inside, between holes and beyond the grid, collected and uncollected head counts (and on
-    sglang 0.5.16 the 12-head decode shards 0.12.0 routes through kda_fused_decode): value and tier agree."""
+    sglang 0.5.16 the 12-head decode shards 0.12.0 routes through kda_fused_decode): value and tier agree (ours
+    `xshape` where 0.12.0's silicon answer is read off another head count)."""
     from aiconfigurator_core.sdk.operations import KDAKernel
 
     rng = np.random.default_rng(len(kernel) + len(cell[0]))
@@ -88,12 +119,8 @@ def test_kda_matches_reference_in_and_out_of_the_grid(wheel_est, oracle, cell, k
         op = KDAKernel("k", 1.0, kernel, phase, 7168, nk, 128, nk, 128, 4)
         ref = handle.evaluate_ops_json(oracle.build([op]), is_context=phase == "context", batch_size=b, s=s,
                                        x=b * s if phase == "context" else b)[0]
-        q = frame(*cell, kernel, phase, nk, [b], [s])
-        try:
-            out, tier = estimate(wheel_est, "kda_kernel", q), ref[3]
-        except NoDataError as exc:  # an uncollected head count: HYBRID reads the nearest one, labelled xshape
-            assert f"num_k_heads=num_v_heads={nk}" in str(exc)
-            out, tier = estimate(wheel_est, "kda_kernel", q, mode="hybrid"), "xshape"
+        out = estimate(wheel_est, "kda_kernel", frame(*cell, kernel, phase, nk, [b], [s]))
+        tier = expected_tier(wheel_est, cell, kernel, phase, nk, ref[3])
         assert (out["latency_ms"][0], out["source"][0]) == (pytest.approx(ref[1], rel=1e-9, abs=1e-15), tier), (nk, b, s)
 
 
@@ -199,7 +226,7 @@ STRUCTURE_CELLS = [H200, ("b200_sxm", "sglang", "0.5.16"), ("l40s", "sglang", "0
 def test_kda_uncollected_head_dims_and_conv_widths_match_reference(wheel_est, oracle, cell):
     """Head dims 32–256 and conv widths 2–6 the tables never hold read the nearest collected structure (0.12.0 does
     so inside SILICON); beyond the grid too; 0.5.16's fused decode route only at the collected structure. Values
-    and tiers agree; an uncollected head count at once is HYBRID's (label xshape, see Known gaps)."""
+    and tiers agree (an uncollected head count at once: ours labelled xshape)."""
     from aiconfigurator_core.sdk.operations import KDAKernel
 
     rng = np.random.default_rng(len(cell[0]))
@@ -216,12 +243,42 @@ def test_kda_uncollected_head_dims_and_conv_widths_match_reference(wheel_est, or
             ref = handle.evaluate_ops_json(oracle.build([op]), is_context=phase == "context", batch_size=b, s=s,
                                            x=b * s if phase == "context" else b)[0]
             q = frame(*cell, kernel, phase, nk, [b], [s]).with_columns(head_dim=pl.lit(hd), d_conv=pl.lit(dc))
-            try:
-                out, tier = estimate(wheel_est, "kda_kernel", q), ref[3]
-            except NoDataError as exc:
-                assert f"num_k_heads=num_v_heads={nk}" in str(exc)
-                out, tier = estimate(wheel_est, "kda_kernel", q, mode="hybrid"), "xshape"
+            out = estimate(wheel_est, "kda_kernel", q)
+            tier = expected_tier(wheel_est, cell, kernel, phase, nk, ref[3], (hd, dc) == (128, 4))
             assert (out["latency_ms"][0], out["source"][0]) == (pytest.approx(ref[1], rel=1e-9, abs=1e-15), tier), \
                 (kernel, nk, hd, dc, b, s)
             answered += 1
     assert answered == 36
+
+
+# K3's tp16 shard per backend plan kernel, and the head count it reads: the nearest collected (sglang's decode pair
+# holds 24 / 48 / 96 only, its 12-head shards run kda_fused_decode, which kda.yaml routes only at a collected count)
+K3_TP16 = [(("h200_sxm", "vllm", "0.24.0"), [("causal_conv1d_fn_qkv3", "context", 12), ("flashkda_fwd", "context", 12),
+                                              ("fused_kda_decode", "generation", 12)]),
+           (("h200_sxm", "sglang", "0.5.16"), [("causal_conv1d_fn_qkv3", "context", 12), ("chunk_kda", "context", 12),
+                                               ("causal_conv1d_update", "generation", 24),
+                                               ("fused_recurrent_kda_packed_decode", "generation", 24)])]
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("cell,kernels", K3_TP16, ids=["/".join(c) for c, _ in K3_TP16])
+def test_k3_tp16_shard_reads_the_nearest_head_count_as_the_reference(wheel_est, oracle, cell, kernels):
+    """K3's tp16 shard (96 / 16 = 6 heads, collected nowhere): 0.12.0 reads the nearest collected count inside
+    SILICON, and so do we, labelled xshape; the same in every mode (EMPIRICAL / SOL: own rows only, so vLLM 0.24.0,
+    whose rows are an earlier version's, gets the roofline, tier sol)."""
+    from aiconfigurator_core.sdk.operations import KDAKernel
+
+    for mode in ("SILICON", "HYBRID", "EMPIRICAL", "SOL"):
+        handle = oracle.get_view(*cell, database_mode=mode) if mode != "SILICON" else oracle.get_database(*cell)
+        handle = oracle.EngineHandle.for_database(handle)
+        for kernel, phase, read in kernels:
+            for b, s in ((1, 4000), (8, 4000), (37, 900)) if phase == "context" else ((1, 1), (64, 1), (300, 1)):
+                ref = handle.evaluate_ops_json(oracle.build([KDAKernel("k", 1.0, kernel, phase, 7168, 6, 128, 6, 128, 4)]),
+                                               is_context=phase == "context", batch_size=b, s=s, x=b * s)[0]
+                out = estimate(wheel_est, "kda_kernel", frame(*cell, kernel, phase, 6, [b], [s]), mode=mode.lower())
+                tier = {"silicon": "xshape"}.get(ref[3], ref[3])
+                assert (out["latency_ms"][0], out["source"][0]) == (pytest.approx(ref[1], rel=1e-9), tier), \
+                    (mode, kernel, b, s)
+                if tier == "xshape":  # the nearest count's own answer, unscaled
+                    at = estimate(wheel_est, "kda_kernel", frame(*cell, kernel, phase, read, [b], [s]), mode=mode.lower())
+                    assert (at["latency_ms"][0], at["source"][0]) == (out["latency_ms"][0], "silicon"), (mode, kernel)

@@ -62,22 +62,29 @@ def test_sglang_differs_only_by_context_parallel_configurations(wheel_est, tmp_p
 
 
 @pytest.mark.aic
-def test_kimi_k3_plan_matches_aiconfigurator_cli_default(wheel_est, tmp_path):
+@pytest.mark.parametrize("database_mode", ["silicon", "hybrid"])
+def test_kimi_k3_plan_matches_aiconfigurator_cli_default(wheel_est, tmp_path, database_mode):
     """The MLA line (here Kimi-K3's KDA / MLA hybrid on 16 × h200, vLLM): attention DP and TP layouts, no cross-node
-    EP; HYBRID as 0.12.0 reads KDA's uncollected 6-head shard (tp16) inside SILICON (docs/estimator.md Known gaps).
-    The best agg configs and the front equal 0.12.0's; disagg fits no 8-GPU worker here on either side."""
+    EP. SILICON lists the tp16 configurations, as 0.12.0 does: KDA's 6-head shard, collected nowhere, reads the
+    nearest collected count inside SILICON (labelled xshape, so the support matrix still grades that witness
+    HYBRID_PASS). The best agg configs and the front equal 0.12.0's in both modes; disagg fits no 8-GPU worker here on
+    either side."""
     from perfledger.estimator.plan.search import plan
     from tests.estimator.plan_oracle import assert_rows_equal, run_default
 
     q = Question("moonshotai/Kimi-K3", "h200_sxm", "vllm", 16, 4000, 500, 10000, 100, version="0.24.0",
-                 database_mode="hybrid")
-    ref, found = run_default(q, tmp_path), agg_search(wheel_est, q)
+                 database_mode=database_mode)
+    ref, found = run_default(q, tmp_path), agg_search(wheel_est, q, with_tiers=True)
     assert_rows_equal(found.top, ref["top"], "K3 best per configuration")
     assert_rows_equal(found.pareto, ref["pareto"], "K3 agg Pareto front")
     assert {p.split("etp")[0] for p in found.top["parallel"]} == {"tp4pp1dp4", "tp8pp1dp2", "tp16pp1dp1"}
-    disagg = plan(wheel_est, q, modes=("disagg",)).modes["disagg"]
-    ref_disagg = [pl.read_csv(f) for f in tmp_path.glob("*/*/disagg/best_config_topn.csv")]
-    assert not disagg.top and disagg.reason and not any(f.height for f in ref_disagg)
+    tiers = {row["parallel"].split("etp")[0]: found.tiers[(row["parallel"], row["batch"], row["ctx_tokens"])]
+             for row in found.top.iter_rows(named=True)}
+    assert "xshape" in tiers["tp16pp1dp1"] and "xshape" not in tiers["tp8pp1dp2"] | tiers["tp4pp1dp4"]
+    if database_mode == "hybrid":
+        disagg = plan(wheel_est, q, modes=("disagg",)).modes["disagg"]
+        ref_disagg = [pl.read_csv(f) for f in tmp_path.glob("*/*/disagg/best_config_topn.csv")]
+        assert not disagg.top and disagg.reason and not any(f.height for f in ref_disagg)
 
 
 def test_search_space_is_the_reference_enumeration():

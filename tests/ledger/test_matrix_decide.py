@@ -29,6 +29,11 @@ def test_a_roofline_op_inside_silicon_is_at_best_hybrid_pass():
     assert decide(found("silicon", "sol"), None, ORDER) == ("HYBRID_PASS", "", "sol")
 
 
+def test_a_kda_kernel_read_off_another_head_count_inside_silicon_is_at_best_hybrid_pass():
+    """kda_kernel reads an uncollected head count's nearest collected one inside SILICON (as 0.12.0), tier xshape."""
+    assert decide(found("silicon", "xshape"), None, ORDER) == ("HYBRID_PASS", "", "xshape")
+
+
 def test_only_hybrid_finds_one_the_weakest_tier_is_the_source():
     status = decide(missed("missing_data"), found("silicon", "xshape", "xquant"), ORDER)
     assert status == ("HYBRID_PASS", "", weakest({"xshape", "xquant"}, ORDER)) == ("HYBRID_PASS", "", "xquant")
