@@ -36,6 +36,11 @@ def register(app: typer.Typer) -> None:
         attention_dp: int = typer.Option(1, "--attention-dp", help="Attention data-parallel ranks (MoE models)"),
         nextn: int = typer.Option(0, help="MTP draft tokens per decode step"),
         prefix: int = typer.Option(0, help="Cached prefix tokens of each request (part of --isl)"),
+        image_height: int = typer.Option(0, "--image-height", help="Image height in pixels (VL models; 0: no images)"),
+        image_width: int = typer.Option(0, "--image-width", help="Image width in pixels (VL models; 0: no images)"),
+        num_images: int = typer.Option(1, "--num-images", help="Images per request (VL models)"),
+        disable_encoder_dp: bool = typer.Option(False, "--disable-encoder-dp", help="TP-shard the vision encoder instead "
+                                                "of spreading whole images over the tp ranks (the default)"),
         batch: int = typer.Option(..., help="Batch size"),
         isl: int = typer.Option(..., help="Input sequence length"),
         osl: int = typer.Option(..., help="Output sequence length"),
@@ -54,8 +59,11 @@ def register(app: typer.Typer) -> None:
         warehouse: str | None = WAREHOUSE,
         as_json: bool = JSON,
     ) -> None:
-        """Static whole-model estimate: {"ttft_ms", "tpot_ms", "quants", "energy", "memory"} (TTFT = prefill, TPOT =
-        decode / (osl - 1)).
+        """Static whole-model estimate: {"ttft_ms", "tpot_ms", "encoder_ms", "quants", "energy", "memory"} (TTFT =
+        vision encoder + prefill, TPOT = decode / (osl - 1)).
+
+        A VL model given --image-height / --image-width (and --num-images) prices its vision encoder over each request's
+        images (`encoder_ms`, part of TTFT; 0 without images) and its language model over isl + the images' tokens.
 
         "energy" (null when no op is priced from measured power): per phase ("context", "generation": "ops_wms",
         "energy_wms", "power_w" = energy / the phase's latency) and end to end ("energy_wms", "power_avg_w",
@@ -68,7 +76,10 @@ def register(app: typer.Typer) -> None:
         decode_total}}}."""
         from perfledger.console import emit_json
         from perfledger.estimator.models.memory import static_memory
+        from perfledger.estimator.models.vision import Images
         from perfledger.estimator.static import Deploy, static
+
+        images = Images(image_height, image_width, num_images, not disable_encoder_dp)
 
         def priced(how: str):
             config = model_for(model, model_config)
@@ -76,7 +87,7 @@ def register(app: typer.Typer) -> None:
                             nextn=nextn, gemm_quant=gemm_quant,
                             moe_quant=moe_quant, kv_quant=kv_quant, fmha_quant=fmha_quant, moe_backend=moe_backend)
             return config, static(_source(data, warehouse), config, deploy, batch=batch, isl=isl, osl=osl, mode=how,
-                                  prefix=prefix)
+                                  prefix=prefix, images=images)
 
         def compute():
             from perfledger.estimator.errors import NoDataError
@@ -95,12 +106,15 @@ def register(app: typer.Typer) -> None:
                  else "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1
                  else "--tp, --pp, --attention-dp, --moe-tp, --moe-ep must be >= 1 and --nextn >= 0"
                  if min(tp, pp, attention_dp, moe_tp, moe_ep) < 1 or nextn < 0
-                 else "--prefix must be in [0, --isl)" if not 0 <= prefix < isl else None)
+                 else "--prefix must be in [0, --isl)" if not 0 <= prefix < isl
+                 else "--image-height, --image-width and --num-images must be >= 0"
+                 if min(image_height, image_width, num_images) < 0 else None)
         result, memory = _priced(compute, as_json, usage)
         out = {k: result[k] for k in ("ttft_ms", "tpot_ms", "quants", "energy")}
+        out["encoder_ms"] = sum(result["encoder"].values())
         out["memory"] = memory
         if breakdown:
-            out["breakdown"] = op_breakdown(result["context"], result["generation"], osl - 1)
+            out["breakdown"] = op_breakdown(result["context"], result["generation"], osl - 1, result["encoder"])
         if as_json:
             emit_json(out)
         else:
@@ -157,10 +171,12 @@ def hybrid_hint(price_hybrid, mode: str) -> str:
     return f"--mode hybrid prices it: TTFT {result['ttft_ms']:.4g} ms, TPOT {result['tpot_ms']:.4g} ms"
 
 
-def op_breakdown(context: dict[str, float], generation: dict[str, float], steps: int) -> dict:
+def op_breakdown(context: dict[str, float], generation: dict[str, float], steps: int,
+                 encoder: dict[str, float] | None = None) -> dict:
     """Per-op ms of a static estimate, named with their units: context (the prefill), decode per step (the
-    mean over the osl-1 decode steps) and decode total (all steps)."""
-    ops = {}
+    mean over the osl-1 decode steps) and decode total (all steps); the vision encoder's ops (`encoder_*`, before the
+    prefill) under context."""
+    ops = {op: {"context": ms, "decode_per_step": None, "decode_total": None} for op, ms in (encoder or {}).items()}
     for op in [*context, *(g for g in generation if g not in context)]:
         total = generation.get(op)
         ops[op] = {"context": context.get(op), "decode_per_step": None if total is None or not steps else total / steps,
@@ -173,6 +189,8 @@ def print_static(out: dict) -> None:
     from perfledger.console import number, print_table
 
     typer.echo(f"TTFT {number(out['ttft_ms'], 'ms')}   TPOT {number(out['tpot_ms'], 'ms')}")
+    if out.get("encoder_ms"):
+        typer.echo(f"vision encoder: {number(out['encoder_ms'], 'ms')} of the TTFT")
     typer.echo("quants: " + ", ".join(f"{q} {v['quant']} ({v['source']})" for q, v in out["quants"].items()))
     energy = out.get("energy")
     if energy:

@@ -23,6 +23,7 @@ from perfledger.estimator.fit.roofline import mem_op_latency, mem_op_sol
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
 from perfledger.estimator.models.plans.registry import PLANS, load_model
 from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.models.vision import Images, encoder_ops, image_tokens, vision
 from perfledger.estimator.plan.evaluate import p2p_latency
 from perfledger.estimator.plan.space import check_moe_width
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
@@ -98,12 +99,15 @@ def fallback(est, query: dict, spec, mode: str) -> tuple[float, float | None]:
 
 
 def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, osl: int, mode: str = "silicon",
-           prefix: int = 0) -> dict:
-    """{"ttft_ms", "tpot_ms", "quants": {q: {quant, source}}, "context": {op: ms}, "generation": {op: ms}};
-    `model` is an HF id looked up in the model-config folders, or a ModelConfig read from a given path; `prefix`:
-    cached tokens of each request's isl (prefill computes isl - prefix tokens per request)."""
+           prefix: int = 0, images: Images | None = None) -> dict:
+    """{"ttft_ms", "tpot_ms", "quants": {q: {quant, source}}, "encoder": {op: ms}, "context": {op: ms},
+    "generation": {op: ms}}; `model` is an HF id looked up in the model-config folders, or a ModelConfig read from a
+    given path; `prefix`: cached tokens of each request's isl (prefill computes isl - prefix tokens per request);
+    `images`: each request's images (models/vision.py): a VL model prices its vision encoder first (part of TTFT) and
+    its language model over isl + the images' tokens ("encoder" empty without images)."""
     config = resolve_model(model)
     m = load_model(config)
+    vit = vision(config, m.family)
     backends = m.family.get("backends")
     quants = resolve_quants(config, d.backend, {"gemm": d.gemm_quant, "moe": d.moe_quant,
                                                 "kv": d.kv_quant, "fmha": d.fmha_quant})
@@ -115,6 +119,9 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
     spec = est.spec(d.system)
     if not 0 <= prefix < isl:
         raise UnsupportedModelError(f"{config.name}: prefix {prefix} must be in [0, isl {isl})")
+    encoder_wms: dict[str, float] = {}
+    encoder = price(est, encoder_ops(vit, d, batch, images), spec, mode, encoder_wms) if image_tokens(vit, images) else {}
+    isl += image_tokens(vit, images)
     context_wms: dict[str, float] = {}
     context = price(est, pass_ops(m, d, batch * (isl - prefix), True, batch, isl, prefix=prefix), spec, mode, context_wms)
     generation: dict[str, float] = {}
@@ -127,31 +134,36 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
             generation[name] = generation.get(name, 0.0) + ms * repeat
         for name, wms in step_wms.items():
             generation_wms[name] = generation_wms.get(name, 0.0) + wms * repeat
-    ttft = sum(context.values())
+    ttft = sum(encoder.values()) + sum(context.values())
     tpot = sum(generation.values()) / (osl - 1) if osl > 1 else 0.0
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "quants": quants, "context": context, "generation": generation,
-            "energy": energy_totals(context, context_wms, generation, generation_wms)}
+    return {"ttft_ms": ttft, "tpot_ms": tpot, "quants": quants, "encoder": encoder, "context": context,
+            "generation": generation, "energy": energy_totals(context, context_wms, generation, generation_wms, encoder,
+                                                              encoder_wms)}
 
 
-def energy_totals(context: dict, context_wms: dict, generation: dict, generation_wms: dict) -> dict | None:
+def energy_totals(context: dict, context_wms: dict, generation: dict, generation_wms: dict, encoder: dict | None = None,
+                  encoder_wms: dict | None = None) -> dict | None:
     """0.12.0's static energy report: per-op W·ms per phase (decode: summed over every step, as its latency), each
     phase's energy and average power (energy / that phase's latency, ops without power counting as 0 W), the
     end-to-end energy and average (`power_avg_w`), the latency share of ops priced from measured power
     (`power_coverage`) and `power_w`, that average where the share reaches models.yaml's
     `power_coverage_threshold` (else null, as 0.12.0's estimate gates it); None when no op carries energy."""
-    if not context_wms and not generation_wms:
+    encoder, encoder_wms = encoder or {}, encoder_wms or {}
+    if not context_wms and not generation_wms and not encoder_wms:
         return None
 
     def phase(latency: dict, wms: dict) -> dict:
         total, ms = sum(wms.values()), sum(latency.values())
         return {"ops_wms": wms, "energy_wms": total, "power_w": total / ms if ms > 0 else 0.0}
 
-    total_ms = sum(context.values()) + sum(generation.values())
-    total = sum(context_wms.values()) + sum(generation_wms.values())
-    covered = sum(context[n] for n in context_wms) + sum(generation[n] for n in generation_wms)
+    total_ms = sum(context.values()) + sum(generation.values()) + sum(encoder.values())
+    total = sum(context_wms.values()) + sum(generation_wms.values()) + sum(encoder_wms.values())
+    covered = (sum(context[n] for n in context_wms) + sum(generation[n] for n in generation_wms)
+               + sum(encoder[n] for n in encoder_wms))
     coverage = min(max(covered / total_ms, 0.0), 1.0) if total_ms > 0 else 0.0
     average = total / total_ms if total_ms > 0 else 0.0
-    return {"context": phase(context, context_wms), "generation": phase(generation, generation_wms),
+    phases = {"encoder": phase(encoder, encoder_wms)} if encoder else {}
+    return {**phases, "context": phase(context, context_wms), "generation": phase(generation, generation_wms),
             "energy_wms": total, "power_avg_w": average, "power_coverage": coverage,
             "power_w": average if coverage >= catalog()["power_coverage_threshold"] else None}
 

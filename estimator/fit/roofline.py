@@ -43,6 +43,13 @@ def context_attention_sol(b, s, prefix, heads, kv_heads, head_size, window, kv_m
     return _roof(ops, nbytes, flops, bw)
 
 
+def encoder_attention_sol(b, s, heads, head_size, flops: float, bw: float):
+    """Bidirectional (non-causal) bf16 attention over s tokens per sequence: the full s x s score matrix (QK^T and
+    PV, 2 FLOPs per MAC each), Q, K, V and the output read / written once at 2 bytes; no KV cache."""
+    b, s, n, h = (np.asarray(a, dtype=np.float64) for a in (b, s, heads, head_size))
+    return _roof(4 * b * n * s * s * h, 2 * 4 * b * s * n * h, flops, bw)
+
+
 def generation_attention_sol(b, s, heads, kv_heads, head_size, window, kv_memory: float, flops: float, bw: float):
     """One decode step reading kv_len = s - 1 cached tokens (capped at the window).
 

@@ -8,6 +8,7 @@ from types import MappingProxyType
 
 from perfledger.estimator.ops.allreduce import CustomAllReduceModel
 from perfledger.estimator.ops.attention.context import ContextAttentionModel
+from perfledger.estimator.ops.attention.encoder import EncoderAttentionModel
 from perfledger.estimator.ops.attention.generation import GenerationAttentionModel
 from perfledger.estimator.ops.base import OpModel
 from perfledger.estimator.ops.comm import NcclModel
@@ -28,7 +29,7 @@ OP_MODELS = (GemmModel, MoeModel, NcclModel, CustomAllReduceModel, ContextAttent
              ContextMlaModel, GenerationMlaModel, MlaBmmModel, KdaModel, ContextMlaModuleModel, GenerationMlaModuleModel,
              DsaContextModuleModel, DsaGenerationModuleModel, GdnModel, Mamba2Model, Dsv4ContextModuleModel,
              Dsv4GenerationModuleModel, MhcModuleModel, MegaMoeModel,
-             MsaContextModuleModel, MsaGenerationModuleModel)
+             MsaContextModuleModel, MsaGenerationModuleModel, EncoderAttentionModel)
 
 
 @cache

@@ -112,3 +112,21 @@ class Oracle:
             if "PerfDataNotAvailable" in type(exc).__name__ or "Empirical" in type(exc).__name__:
                 return None, sol
             raise
+
+    def encoder_attention(self, system, backend, version, head_dim, heads, isl, batch, mode="SILICON"):
+        """(latency, tier) of one ViT attention call (batch sequences of isl tokens), or (None, error class name) on a
+        missing-data / no-empirical error."""
+        from aiconfigurator_core import _aiconfigurator_core as core
+
+        op = core.EncoderAttention("encoder_attention", 1.0, int(heads), int(head_dim),
+                                   fmha_quant_mode=self.common.FMHAQuantMode.bfloat16, partial_rotary_factor=0.0)
+        handle = self.handle(system, backend, version, mode)
+        try:
+            _, ms, _, tier = handle.evaluate_ops_json(self.build([op]), is_context=True, batch_size=int(batch), s=int(isl),
+                                                      x=int(batch * isl))[0]
+        except Exception as exc:
+            name = type(exc).__name__
+            if "PerfDataNotAvailable" in name or "Empirical" in name:
+                return None, name
+            raise
+        return ms, tier

@@ -41,12 +41,13 @@ WHEEL = settings.aic_package_dir()
 TABLES = _power_tables(None if WHEEL is None else WHEEL / "systems" / "data", "wheel") + _power_tables(SHARED_DATA, "shared")
 OPS = {"gemm_perf": "gemm", "moe_perf": "moe", "context_attention_perf": "attention",
        "generation_attention_perf": "generation_attention", "mla_context_module_perf": "mla_context_module",
-       "mla_generation_module_perf": "mla_generation_module"}
+       "mla_generation_module_perf": "mla_generation_module", "encoder_attention_perf": "encoder_attention"}
 # power tables of ops whose energy is not priced yet (docs/estimator.md, Known gaps)
 UNPRICED = {"dsa_context_module_perf",
-            "dsa_generation_module_perf", "gdn_perf", "encoder_attention_perf", "computescale_perf", "scale_matrix_perf"}
+            "dsa_generation_module_perf", "gdn_perf", "computescale_perf", "scale_matrix_perf"}
 FAMILY = {"gemm_perf": "gemm", "moe_perf": "moe", "context_attention_perf": "attention",
-          "generation_attention_perf": "attention", "mla_context_module_perf": "mla", "mla_generation_module_perf": "mla"}
+          "generation_attention_perf": "attention", "mla_context_module_perf": "mla", "mla_generation_module_perf": "mla",
+          "encoder_attention_perf": "encoder_attention"}
 
 
 @pytest.fixture
@@ -124,6 +125,20 @@ def _attention_cases(df: pl.DataFrame, rng, context: bool) -> list[tuple[dict, d
     return cases
 
 
+def _encoder_cases(df: pl.DataFrame, rng) -> list[tuple[dict, dict]]:
+    """Per head_dim: collected or random heads, isl and batch, some beyond the grid."""
+    cases = []
+    for head_dim in df["head_dim"].unique(maintain_order=True).to_list():
+        rows = df.filter(pl.col("head_dim") == head_dim)
+        for _ in range(4 * PER_SLICE):
+            r = rows.row(int(rng.integers(rows.height)), named=True)
+            value = {"heads": r["num_heads"] if rng.random() < 0.5 else int(rng.integers(1, 48)),
+                     "isl": r["isl"] if rng.random() < 0.5 else int(rng.integers(1, 1.5 * rows["isl"].max())),
+                     "batch": r["batch_size"] if rng.random() < 0.5 else int(rng.integers(1, 100))}
+            cases.append(({"head_dim": head_dim}, value))
+    return cases
+
+
 def _reference(oracle, handle, op: str, key: dict, v: dict):
     """(latency, energy) or (None, None) on a miss."""
     from aiconfigurator_core import _aiconfigurator_core as core
@@ -151,6 +166,10 @@ def _reference(oracle, handle, op: str, key: dict, v: dict):
         o = core.ContextAttention("a", 1.0, v["heads"], key["kv_heads"], c.KVCacheQuantMode[key["kv_quant"]],
                                   c.FMHAQuantMode[key["fmha_quant"]], window_size=key["window"], head_size=key["head_dim"])
         kw = dict(is_context=True, batch_size=v["batch"], s=v["isl"], x=v["batch"] * v["isl"])
+    elif op == "encoder_attention":
+        o = core.EncoderAttention("e", 1.0, v["heads"], key["head_dim"], fmha_quant_mode=c.FMHAQuantMode.bfloat16,
+                                  partial_rotary_factor=0.0)
+        kw = dict(is_context=True, batch_size=v["batch"], s=v["isl"], x=v["batch"] * v["isl"])
     else:
         o = core.GenerationAttention("g", 1.0, v["heads"], key["kv_heads"], c.KVCacheQuantMode[key["kv_quant"]],
                                      window_size=key["window"], head_size=key["head_dim"])
@@ -177,7 +196,8 @@ def test_energy_matches_reference(where, request, oracle, unlisted):
     if op.startswith("mla_"):
         cases = _mla_module_cases(df, rng, op == "mla_context_module")
     else:
-        cases = {"gemm": _gemm_cases, "moe": _moe_cases}.get(op, lambda d, r: _attention_cases(d, r, op == "attention"))(df, rng)
+        builders = {"gemm": _gemm_cases, "moe": _moe_cases, "encoder_attention": _encoder_cases}
+        cases = builders.get(op, lambda d, r: _attention_cases(d, r, op == "attention"))(df, rng)
     if tree == "wheel":
         handle = oracle.handle(system, backend, version)
     else:
