@@ -11,6 +11,7 @@ import pytest
 
 from perfledger.estimator.batch import estimate_one
 from perfledger.estimator.errors import EstimatorError
+from tests.estimator.conftest import assert_static_equals_compiled
 
 TABLE = "dsv4_megamoe_module_perf.parquet"
 SHAPE = ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size")
@@ -126,19 +127,11 @@ def test_static_megamoe_deployment_matches_engine_per_op(megamoe_systems, monkey
     (tp, moe_tp, moe_ep), (batch, isl, osl), model = par, shape, "deepseek-ai/DeepSeek-V4-Pro"
     ref = engine.EngineHandle.compile(model, "gb300", "sglang", backend_version="0.5.14", tp_size=tp, moe_tp_size=moe_tp,
                                       moe_ep_size=moe_ep, systems_path=str(megamoe_systems))
-    ctx_ops, gen_ops = ref.run_static_per_op(batch_size=batch, isl=isl, osl=osl)[:2]
-    ttft, gen_ms, _ = ref.run_static(batch_size=batch, isl=isl, osl=osl)
     est = Estimator(TreeSource(megamoe_systems / "data"))
     ours = static(est, model, Deploy("gb300", "sglang", "0.5.14", tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, moe_backend="megamoe"),
                   batch=batch, isl=isl, osl=osl)
     assert ours["context"]["megamoe"] > 0
-    for phase, ref_ops in (("context", ctx_ops), ("generation", gen_ops)):
-        want = {name.removeprefix(f"{phase}_"): ms for name, ms, *_ in ref_ops if name != f"{phase}_p2p"}
-        assert set(want) == set(ours[phase]), f"{phase}: op sets differ {set(want) ^ set(ours[phase])}"
-        for name, ms in want.items():
-            assert ours[phase][name] == pytest.approx(ms, rel=1e-9), f"{phase} {name}"
-    assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
-    assert ours["tpot_ms"] == pytest.approx(gen_ms / (osl - 1), rel=1e-9)
+    assert_static_equals_compiled(ours, ref, shape, op_rel=1e-9)
 
 
 @pytest.mark.aic
