@@ -120,8 +120,9 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
     if not 0 <= prefix < isl:
         raise UnsupportedModelError(f"{config.name}: prefix {prefix} must be in [0, isl {isl})")
     encoder_wms: dict[str, float] = {}
-    encoder = price(est, encoder_ops(vit, d, batch, images), spec, mode, encoder_wms) if image_tokens(vit, images) else {}
-    isl += image_tokens(vit, images)
+    added = image_tokens(vit, images)
+    encoder = price(est, encoder_ops(vit, d, batch, images), spec, mode, encoder_wms) if added else {}
+    isl += added
     context_wms: dict[str, float] = {}
     context = price(est, pass_ops(m, d, batch * (isl - prefix), True, batch, isl, prefix=prefix), spec, mode, context_wms)
     generation: dict[str, float] = {}
@@ -136,34 +137,31 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
             generation_wms[name] = generation_wms.get(name, 0.0) + wms * repeat
     ttft = sum(encoder.values()) + sum(context.values())
     tpot = sum(generation.values()) / (osl - 1) if osl > 1 else 0.0
+    phases = {"encoder": (encoder, encoder_wms)} if encoder else {}
+    phases.update(context=(context, context_wms), generation=(generation, generation_wms))
     return {"ttft_ms": ttft, "tpot_ms": tpot, "quants": quants, "encoder": encoder, "context": context,
-            "generation": generation, "energy": energy_totals(context, context_wms, generation, generation_wms, encoder,
-                                                              encoder_wms)}
+            "generation": generation, "energy": energy_totals(phases)}
 
 
-def energy_totals(context: dict, context_wms: dict, generation: dict, generation_wms: dict, encoder: dict | None = None,
-                  encoder_wms: dict | None = None) -> dict | None:
-    """0.12.0's static energy report: per-op W·ms per phase (decode: summed over every step, as its latency), each
-    phase's energy and average power (energy / that phase's latency, ops without power counting as 0 W), the
-    end-to-end energy and average (`power_avg_w`), the latency share of ops priced from measured power
-    (`power_coverage`) and `power_w`, that average where the share reaches models.yaml's
-    `power_coverage_threshold` (else null, as 0.12.0's estimate gates it); None when no op carries energy."""
-    encoder, encoder_wms = encoder or {}, encoder_wms or {}
-    if not context_wms and not generation_wms and not encoder_wms:
+def energy_totals(phases: dict[str, tuple[dict, dict]]) -> dict | None:
+    """0.12.0's static energy report over `phases` (name -> (per-op ms, per-op W·ms); decode summed over every step,
+    as its latency): each phase's energy and average power (energy / that phase's latency, ops without power counting
+    as 0 W), the end-to-end energy and average (`power_avg_w`), the latency share of ops priced from measured power
+    (`power_coverage`) and `power_w`, that average where the share reaches models.yaml's `power_coverage_threshold`
+    (else null, as 0.12.0's estimate gates it); None when no op carries energy."""
+    if not any(wms for _, wms in phases.values()):
         return None
 
     def phase(latency: dict, wms: dict) -> dict:
         total, ms = sum(wms.values()), sum(latency.values())
         return {"ops_wms": wms, "energy_wms": total, "power_w": total / ms if ms > 0 else 0.0}
 
-    total_ms = sum(context.values()) + sum(generation.values()) + sum(encoder.values())
-    total = sum(context_wms.values()) + sum(generation_wms.values()) + sum(encoder_wms.values())
-    covered = (sum(context[n] for n in context_wms) + sum(generation[n] for n in generation_wms)
-               + sum(encoder[n] for n in encoder_wms))
+    total_ms = sum(sum(latency.values()) for latency, _ in phases.values())
+    total = sum(sum(wms.values()) for _, wms in phases.values())
+    covered = sum(latency[n] for latency, wms in phases.values() for n in wms)
     coverage = min(max(covered / total_ms, 0.0), 1.0) if total_ms > 0 else 0.0
     average = total / total_ms if total_ms > 0 else 0.0
-    phases = {"encoder": phase(encoder, encoder_wms)} if encoder else {}
-    return {**phases, "context": phase(context, context_wms), "generation": phase(generation, generation_wms),
+    return {**{name: phase(*pair) for name, pair in phases.items()},
             "energy_wms": total, "power_avg_w": average, "power_coverage": coverage,
             "power_w": average if coverage >= catalog()["power_coverage_threshold"] else None}
 

@@ -36,7 +36,7 @@ def ffn_ops(m: PricedModel, d, tokens: int, context: bool, shared_inter: int, sh
            "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
            "tokens": tokens * d.attention_dp}
     router = ("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L)
-    backend = getattr(d, "moe_backend", None)
+    backend = d.moe_backend
     if backend is not None:  # one fused module (static.check_moe_backend admitted it), at the rank's own tokens
         fused = {**moe, "phase": "context" if context else "generation", "tokens": tokens}
         del fused["gated"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
 from perfledger.estimator.fit.grid import evaluate_many, power_grid, rows_grid, table_slice
 from perfledger.estimator.fit.roofline import encoder_attention_sol
 from perfledger.estimator.fit.util_grid import build_util_grid, query_util
@@ -30,8 +31,6 @@ class EncoderAttentionModel(OpModel):
 
     def _sol_fn(self, est, key):
         if key["fmha_quant"] not in FMHA_QUANTS:
-            from perfledger.estimator.errors import UnknownQuantError
-
             raise UnknownQuantError(f"encoder attention fmha quant {key['fmha_quant']!r} not priced "
                                     f"(known: {', '.join(FMHA_QUANTS)})")
         spec = est.spec(key["system"])
@@ -75,8 +74,6 @@ class EncoderAttentionModel(OpModel):
 
     def empirical(self, est, key, q, shared: bool = False):
         """SOL / util from the own version's rows (sorted along the axes, as 0.12.0 walks its nested table)."""
-        from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
-
         sol = self._sol_fn(est, key)
 
         def build():
