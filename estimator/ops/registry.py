@@ -24,12 +24,13 @@ from perfledger.estimator.ops.mamba2 import Mamba2Model
 from perfledger.estimator.ops.mla.kernels import ContextMlaModel, GenerationMlaModel, MlaBmmModel
 from perfledger.estimator.ops.mla.module import ContextMlaModuleModel, GenerationMlaModuleModel
 from perfledger.estimator.ops.moe import MoeModel
+from perfledger.estimator.ops.moe_a2a import MoeAllToAllModel
 
 OP_MODELS = (GemmModel, MoeModel, NcclModel, CustomAllReduceModel, ContextAttentionModel, GenerationAttentionModel,
              ContextMlaModel, GenerationMlaModel, MlaBmmModel, KdaModel, ContextMlaModuleModel, GenerationMlaModuleModel,
              DsaContextModuleModel, DsaGenerationModuleModel, GdnModel, Mamba2Model, Dsv4ContextModuleModel,
              Dsv4GenerationModuleModel, MhcModuleModel, MegaMoeModel,
-             MsaContextModuleModel, MsaGenerationModuleModel, EncoderAttentionModel)
+             MsaContextModuleModel, MsaGenerationModuleModel, EncoderAttentionModel, MoeAllToAllModel)
 
 
 @cache
