@@ -7,10 +7,12 @@ model config (every system/backend/version of the wheel, tp / pp / moe_tp / moe_
 1–256, isl 64–32000, osl 2–2000, checkpoint-default or flagged GEMM / MoE / KV quants) and classifies each:
 exact (every term within 1e-9 and the same fit and KV-fit decisions), rejected by 0.12.0 (it builds no model:
 a layout or quant it refuses), rejected by us, or differs (which terms, and whether a quant was flagged). The
-reference runs the same two calls `run_static` makes (the op pricing it skips does not touch memory; the parity
-test checks run_static's own summary on a few deployments). Reusable: `--seed`, `--n`, `--json`, `--only`.
+reference runs the same calls `run_static` makes (the op pricing it skips does not touch memory; the parity
+test checks run_static's own summary on a few deployments). `--images`: requests carry images (VL models: isl +
+image tokens, the vision encoder's weights and activations beside the model). Reusable: `--seed`, `--n`, `--json`, `--only`.
 
     .venv/bin/python benchmarks/memory_parity.py --n 500 --seed 1
+    .venv/bin/python benchmarks/memory_parity.py --n 300 --only Qwen3-VL --images
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ FLAGS = {"gemm": (None, None, None, "fp8", "fp8_block", "nvfp4"), "moe": (None, 
          "kv": (None, None, None, "fp8", "bfloat16")}
 
 
-def draw(rng: random.Random, model_list, targets) -> dict:
-    """One deployment: a model, a (system, backend, version) of the wheel, a layout, a shape, quants (None: checkpoint)."""
+def draw(rng: random.Random, model_list, targets, images: bool = False) -> dict:
+    """One deployment: a model, a (system, backend, version) of the wheel, a layout, a shape, quants (None: checkpoint);
+    with `images`, each request's images too (height, width 16-2000 px, 1-4 of them, encoder DP on or off)."""
     model, kind = rng.choice(model_list)
     system, backend, version, _ = rng.choice(targets)
     tp = rng.choice((1, 2, 4, 8, 16))
@@ -48,7 +51,9 @@ def draw(rng: random.Random, model_list, targets) -> dict:
             "batch": round(math.exp(rng.uniform(0, math.log(256)))),
             "isl": round(math.exp(rng.uniform(math.log(64), math.log(32000)))),
             "osl": round(math.exp(rng.uniform(math.log(2), math.log(2000)))),
-            **{f"{q}_quant": rng.choice(choices) for q, choices in FLAGS.items()}}
+            **{f"{q}_quant": rng.choice(choices) for q, choices in FLAGS.items()},
+            **({"image_height": rng.randint(16, 2000), "image_width": rng.randint(16, 2000), "num_images": rng.randint(1, 4),
+                "encoder_dp": rng.random() < 0.5} if images else {})}
 
 
 def reference(d: dict):
@@ -63,12 +68,18 @@ def reference(d: dict):
         cfg = E.build_model_config(tp_size=d["tp"], pp_size=d["pp"], attention_dp_size=d["dp"], moe_tp_size=d["moe_tp"],
                                    moe_ep_size=d["moe_ep"], gemm_quant_mode=d["gemm_quant"],
                                    kvcache_quant_mode=d["kv_quant"], fmha_quant_mode=None, moe_quant_mode=d["moe_quant"],
-                                   comm_quant_mode=None, forward_model=None, attention_backend=None)
+                                   comm_quant_mode=None, forward_model=None, attention_backend=None,
+                                   enable_encoder_dp=d.get("encoder_dp", True))
         model = E.get_model(static_parity.reference_model_path(d["model"]), cfg, d["backend"])
         database = _database(d["system"], d["backend"], d["version"])
         be = get_backend(d["backend"])
-        mem = be._get_memory_usage(model, database, d["batch"], 1, d["isl"], d["osl"], prefix=0, mtp_scaled_tokens=0)
-        summary = InferenceSummary(RuntimeConfig(batch_size=d["batch"], beam_width=1, isl=d["isl"], osl=d["osl"]))
+        runtime = RuntimeConfig(batch_size=d["batch"], beam_width=1, isl=d["isl"], osl=d["osl"],
+                                image_height=d.get("image_height", 0), image_width=d.get("image_width", 0),
+                                num_images_per_request=d.get("num_images", 1))
+        mem = be._get_memory_usage(model, database, d["batch"], 1, d["isl"] + be._visual_context_tokens(model, runtime),
+                                   d["osl"], prefix=0, mtp_scaled_tokens=0,
+                                   encoder_memory=be._get_encoder_component_memory_for_runtime(model, runtime, d["batch"]))
+        summary = InferenceSummary(runtime)
         capacity = database.system_spec["gpu"]["mem_capacity"]
         summary.set_memory_and_check_oom(mem, capacity, **be._static_oom_check_kwargs(
             capacity, backend_version=database.version, model_config=model.config))
@@ -99,6 +110,7 @@ def ours(d: dict):
     from perfledger.estimator.errors import EstimatorError
     from perfledger.estimator.models.config import model_config
     from perfledger.estimator.models.memory import deployment_memory, quant_labels
+    from perfledger.estimator.models.vision import Images
     from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 
     try:
@@ -108,7 +120,9 @@ def ours(d: dict):
         labels, flagged = quant_labels(quants)
         mem = deployment_memory(config, d["system"], d["backend"], tp=d["tp"], moe_tp=d["moe_tp"], moe_ep=d["moe_ep"],
                                 quants=labels, batch=d["batch"], isl=d["isl"], osl=d["osl"], version=d["version"],
-                                pp=d["pp"], dp=d["dp"], static_path=True, flagged=flagged)
+                                pp=d["pp"], dp=d["dp"], static_path=True, flagged=flagged,
+                                images=Images(d.get("image_height", 0), d.get("image_width", 0), d.get("num_images", 1),
+                                              d.get("encoder_dp", True)))
     except EstimatorError as exc:
         return None, f"{type(exc).__name__}: {str(exc)[:140]}"
     return mem, labels
@@ -173,6 +187,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated: model id substrings or architectures")
+    ap.add_argument("--images", action="store_true", help="requests carry images (VL models price their vision encoder)")
     args = ap.parse_args(argv)
     wanted = [part.lower() for part in args.only.split(",") if part] or [""]
     model_list = [m for m in static_parity.models()
@@ -182,7 +197,7 @@ def main(argv=None) -> int:
     rng, targets = random.Random(args.seed), static_parity.deployments_targets()
     start, rows = time.perf_counter(), []
     for _ in range(args.n):
-        d = draw(rng, model_list, targets)
+        d = draw(rng, model_list, targets, args.images)
         rows.append({**run_one(d), "arch": architecture(d["model"])})
         if args.json:
             print(json.dumps(rows[-1]), flush=True)

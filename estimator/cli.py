@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
                 raise NoDataError(f"{exc}; hint: {hybrid_hint(lambda: priced('hybrid')[1], mode.lower())}") from None
             return result, static_memory(config, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
                                          quants=result["quants"], batch=batch, isl=isl, osl=osl, version=version,
-                                         pp=pp, dp=attention_dp, nextn=nextn, prefix=prefix)
+                                         pp=pp, dp=attention_dp, nextn=nextn, prefix=prefix, images=images)
 
         usage = ("give --model or --model-config" if not (model or model_config)
                  else "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1

@@ -21,6 +21,7 @@ from perfledger.estimator.models.config_expr import ConfigExprError
 from perfledger.estimator.models.config_expr import evaluate as evaluate_expr
 from perfledger.estimator.models.plans.registry import priced_model
 from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.models.vision import Images, Vision, image_tokens, vision
 from perfledger.estimator.quant.profiles import quant_profile
 from perfledger.safe_io import data_yaml
 
@@ -170,11 +171,26 @@ def kv_budget_bytes(rule: dict, version: str, capacity: float, non_kv: float, *,
     return (capacity - non_kv) * fraction * scale if rule["of_free"] else capacity * fraction * scale - non_kv
 
 
+def encoder_bytes(v: Vision, tp: int, batch: int, images: Images) -> tuple[float, float]:
+    """(weights, activations) of the vision encoder on one rank for `batch` requests' images (memory.yaml
+    `vision_encoder`); (0, 0) without images."""
+    if not images.given:
+        return 0.0, 0.0
+    rule, (post, pre) = _doc()["vision_encoder"], v.tokens(images)
+    dp = tp if images.encoder_dp else 1
+    shard = 1 if images.encoder_dp else tp
+    patches = -(-batch * images.count // dp) * pre
+    embeddings = batch * images.count * post * v.out_hidden * v.instances
+    act = rule["bytes"] * (patches * v.hidden * rule["patch_widths"] + embeddings)
+    return v.weight_elements(shard) * rule["weight_bytes"], max(act, rule["min_bytes"])
+
+
 def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, tp: int, moe_tp: int, moe_ep: int,
               quants: dict[str, str], batch: int, seq_tokens: int, tokens: int, version: str = "",
               source: str = "system yaml", pp: int = 1, dp: int = 1, nextn: int = 0,
               decode_tokens: int | None = None, terms: list[tuple[str, float]] | None = None,
-              static_path: bool = False, flagged: frozenset = frozenset()) -> Memory:
+              static_path: bool = False, flagged: frozenset = frozenset(), encoder: tuple[float, float] = (0.0, 0.0)
+              ) -> Memory:
     """The per-GPU memory of one replica shard (pure: the model, the parsed system YAML, the deployment).
 
     seq_tokens: KV slots per sequence (isl + osl); tokens: tokens in one forward pass (activations);
@@ -184,7 +200,8 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
     mixed step when given, else every token. terms: this deployment's `weight_bytes`, when the caller sized them
     already (a search sizes one parallel configuration at many batches). static_path: the KV budget of 0.12.0's
     static path (its disagg workers; SGLang derives its fraction there) instead of its agg default. flagged: the
-    roles whose quant a flag set (`weight_bytes`)."""
+    roles whose quant a flag set (`weight_bytes`). encoder: the vision encoder's (weights, activations) beside it
+    (`encoder_bytes`)."""
     doc, entry = _doc(), _architecture(arch)
     if backend not in doc["backends"]:
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
@@ -221,7 +238,8 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
         others = float(system_doc["misc"]["other_mem"]) * (1 + be["others_overhead"])
     except (KeyError, TypeError) as exc:
         raise MemoryModelError(f"{source}: missing gpu.mem_capacity / misc.nccl_mem[{tp8}] / misc.other_mem ({exc})") from None
-    weights = sum(b for _, b in terms) / pp
+    act += encoder[1]
+    weights = sum(b for _, b in terms) / pp + encoder[0]
     budget = kv_budget_bytes(be["kv_budget"], version, capacity, weights + act + nccl + others, static=static_path,
                              tp=tp, pp=pp, dp=dp)
     return Memory(weights, kv, act, nccl, others, capacity, budget, tuple(terms))
@@ -230,29 +248,36 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
 def deployment_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int = 1, moe_ep: int = 1,
                       quants: dict[str, str], batch: int, isl: int, osl: int, tokens: int | None = None,
                       version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0, prefix: int = 0,
-                      static_path: bool = False, flagged: frozenset = frozenset()) -> Memory:
+                      static_path: bool = False, flagged: frozenset = frozenset(), images: Images | None = None
+                      ) -> Memory:
     """IO edge: read the model's HF config and the system YAML, then `footprint`.
 
     tokens defaults to batch × (isl − prefix) (one prefill pass over the uncached tokens, as 0.12.0's run_static
-    sizes activations, MTP unscaled); KV holds isl + osl tokens per sequence."""
-    arch, sized = sized_model(resolve_model(model))
+    sizes activations, MTP unscaled); KV holds isl + osl tokens per sequence. images: a VL model's requests carry
+    them (0.12.0's run_static): isl grows by their merged tokens and the vision encoder sits beside the model."""
+    config = resolve_model(model)
+    arch, sized = sized_model(config)
+    vit = vision(config, sized.family) if images is not None and images.given else None
+    encoder = encoder_bytes(vit, tp, batch, images) if vit else (0.0, 0.0)
+    isl += image_tokens(vit, images)
     spec_path = Path(load_spec(system).source)
     tokens = batch * (isl - prefix) if tokens is None else tokens
     return footprint(arch, sized, data_yaml(spec_path), backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep,
                      quants=quants, batch=batch, seq_tokens=isl + osl, tokens=tokens,
                      version=version, source=str(spec_path), pp=pp, dp=dp, nextn=nextn, decode_tokens=0,
-                     static_path=static_path, flagged=flagged)
+                     static_path=static_path, flagged=flagged, encoder=encoder)
 
 
 def static_memory(model: str | ModelConfig, system: str, backend: str, *, tp: int, moe_tp: int, moe_ep: int, quants: dict,
                   batch: int, isl: int, osl: int, version: str = "", pp: int = 1, dp: int = 1, nextn: int = 0,
-                  prefix: int = 0) -> dict | None:
+                  prefix: int = 0, images: Images | None = None) -> dict | None:
     """The `memory` object of `estimate static --json` (GiB per GPU, 0.12.0's run_static: its static-path KV budget),
-    or None for an architecture memory.yaml cannot size. quants: labels by role, or static()'s {role: {"quant", "source"}}."""
+    or None for an architecture memory.yaml cannot size. quants: labels by role, or static()'s {role: {"quant", "source"}};
+    images: each request's (`deployment_memory`)."""
     labels, flagged = quant_labels(quants)
     try:
         return deployment_memory(model, system, backend, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, quants=labels,
                                  batch=batch, isl=isl, osl=osl, version=version, pp=pp, dp=dp, nextn=nextn,
-                                 prefix=prefix, static_path=True, flagged=flagged).as_json()
+                                 prefix=prefix, static_path=True, flagged=flagged, images=images).as_json()
     except MemoryModelError:
         return None

@@ -54,6 +54,19 @@ class Vision:
         h, w = (max(stride, round(side / stride) * stride) for side in (images.height, images.width))
         return (h // stride) * (w // stride), (h // self.patch) * (w // self.patch)
 
+    def projector_shapes(self, tp: int) -> list[tuple[int, int]]:
+        """(n, k) of each projector GEMM on one rank: row-parallel, the last of several column-parallel."""
+        last = len(self.projector) - 1
+        return [(d_out, d_in // tp) if i == last and last > 0 else (d_out // tp, d_in)
+                for i, (d_in, d_out) in enumerate(self.projector)]
+
+    def weight_elements(self, tp: int) -> int:
+        """The encoder GEMMs' weights (n x k, x depth or x instances) on one rank; tp: the ViT's sharding (1 under
+        encoder DP, every rank a whole replica)."""
+        attention = 4 * (self.heads // tp) * (self.hidden // self.heads) * self.hidden  # qkv (3x) + output projection
+        ffn = 2 * (self.inter // tp) * self.hidden
+        return self.depth * (attention + ffn) + self.instances * sum(n * k for n, k in self.projector_shapes(tp))
+
 
 def vision(config: ModelConfig, family: dict) -> Vision | None:
     """The model's ViT, None where its architecture has no vision encoder in models.yaml."""
@@ -111,11 +124,9 @@ def encoder_ops(v: Vision, d, batch: int, images: Images) -> list[tuple[str, str
     if v.rope:
         ops.append(("encoder_rope_apply", "mem", eltwise(6 * heads * head_dim, 6 * heads * head_dim, tokens), v.depth))
     merged = n_img * post
-    for i, (d_in, d_out) in enumerate(v.projector):
-        last = i == len(v.projector) - 1
-        m, k = (d_out, d_in // tp) if last and len(v.projector) > 1 else (d_out // tp, d_in)
+    for i, ((_, d_out), (m, k)) in enumerate(zip(v.projector, v.projector_shapes(tp), strict=True)):
         ops.append((f"encoder_projector_fc{i}_gemm", "gemm", gemm(merged, m, k), v.instances))
-        if not last:
+        if i < len(v.projector) - 1:
             ops.append((f"encoder_projector_fc{i}_act", "mem", eltwise(d_out // tp, d_out // tp, merged), v.instances))
     if v.projector:
         ops.append(("encoder_projector_ar", "allreduce", {**base, "tp": tp, "elements": merged * v.projector[-1][1]},

@@ -1,6 +1,7 @@
 """The Qwen3-VL vision encoder in static estimates (models/vision.py): image token math, the ViT op list and the
 language model over isl + image tokens, op by op equal to 0.12.0's `run_static` with images (its Python static path:
-the compiled engine threads no image inputs); the CLI's image options."""
+the compiled engine threads no image inputs), and its memory (the encoder beside the model); the CLI's image options.
+Term-by-term memory parity over random VL deployments with images: benchmarks/memory_parity.py --images."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 
 from perfledger.cli import app
 from perfledger.estimator.models.config import model_config
+from perfledger.estimator.models.memory import static_memory
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.models.vision import Images, image_tokens, vision
 
@@ -67,6 +69,13 @@ def test_static_with_images_equals_the_reference_op_by_op(wheel_est, oracle, mod
     enc = sum(ref.get_encoder_latency_dict().values())
     assert ours["ttft_ms"] == pytest.approx(enc + sum(ref.get_context_latency_dict().values()), rel=1e-9)
     assert ours["tpot_ms"] == pytest.approx(sum(ref.get_generation_latency_dict().values()) / (shape["osl"] - 1), rel=1e-9)
+    memory = static_memory(model, system, backend, tp=tp, moe_tp=1, moe_ep=ep, quants=ours["quants"], version=version,
+                           images=images, **shape)
+    theirs = ref.get_memory()  # isl + image tokens for activations / KV, the ViT's weights and activations beside
+    for ours_key, their_key in (("weights", "weights"), ("kv", "kvcache"), ("activations", "activations"),
+                                ("total", "total")):
+        assert memory[ours_key] == pytest.approx(round(theirs[their_key], 3), abs=1e-9), ours_key
+    assert memory["fits"] == (not ref.check_oom())
 
 
 @pytest.mark.aic
