@@ -49,6 +49,9 @@ class Deploy:
     kv_quant: str | None = None
     fmha_quant: str | None = None
     moe_backend: str | None = None  # None: the backend's default MoE; a models.yaml `moe_backends` key (megamoe)
+    # ((phase, comm backend), ...): the MoE all-to-all the planner prices the layout through (plan/large_ep.py)
+    moe_a2a: tuple[tuple[str, str], ...] = ()
+    a2a_nodes: int = 1  # the nodes that all-to-all spans
 
 
 def price(est, ops, spec, mode: str = "silicon", energy: dict[str, float] | None = None) -> dict[str, float]:

@@ -205,7 +205,7 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
     doc, entry = _doc(), _architecture(arch)
     if backend not in doc["backends"]:
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
-    dims, names = model.dims, {**model.as_mapping(), "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep}
+    dims, names = model.dims, {**model.as_mapping(), "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep, "shared_tp": tp}
     terms = weight_bytes(arch, names, quants, backend, flagged) if terms is None else terms
     kv_label = quants.get("kv", "bfloat16")
     if kv_label not in doc["kv_bytes"]:

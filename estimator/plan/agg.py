@@ -31,6 +31,7 @@ from perfledger.estimator.models.memory import Memory, MemoryModelError
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.evaluate import price_many
 from perfledger.estimator.plan.fit import MemoryModel, memory_model
+from perfledger.estimator.plan.large_ep import PHASES, switched
 from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, resolve_version
 from perfledger.estimator.plan.space import Parallel, check_node_ep, enumerate_parallel
@@ -127,25 +128,27 @@ class Point:
     memory: Memory
 
 
-def worker_memory(mm: MemoryModel, backend: dict, p: Parallel, b: int, ctx: int, isl: int, osl: int, nextn: int) -> Memory:
+def worker_memory(mm: MemoryModel, backend: dict, p: Parallel, b: int, ctx: int, isl: int, osl: int, nextn: int,
+                  a2a: bool = False) -> Memory:
     """The footprint 0.12.0 checks for a point: the mixed step's activations (TRT-LLM: its max_num_tokens), and for
-    a single request the larger of its context step and its decode steps."""
+    a single request the larger of its context step and its decode steps (`a2a`: priced through the all-to-all)."""
     seq = isl + osl
     fixed = backend["activation_tokens"]
     if fixed != "step":
-        return mm.worker(p, batch=b, seq_tokens=seq, tokens=int(fixed), nextn=nextn)
+        return mm.worker(p, batch=b, seq_tokens=seq, tokens=int(fixed), nextn=nextn, a2a=a2a)
     if b > 1:
         gen = b - ceil(ctx / isl)
-        return mm.worker(p, batch=b, seq_tokens=seq, tokens=gen + ctx, nextn=nextn, decode_tokens=gen)
-    first = mm.worker(p, batch=1, seq_tokens=seq, tokens=ctx, nextn=nextn, decode_tokens=0)
+        return mm.worker(p, batch=b, seq_tokens=seq, tokens=gen + ctx, nextn=nextn, decode_tokens=gen, a2a=a2a)
+    first = mm.worker(p, batch=1, seq_tokens=seq, tokens=ctx, nextn=nextn, decode_tokens=0, a2a=a2a)
     if osl <= 1:
         return first
-    decode = mm.worker(p, batch=1, seq_tokens=seq, tokens=1, nextn=nextn)
+    decode = mm.worker(p, batch=1, seq_tokens=seq, tokens=1, nextn=nextn, a2a=a2a)
     return max(first, decode, key=lambda m: m.total)
 
 
 def sweep_points(mm: MemoryModel, backend: dict, p: Parallel, isl: int, osl: int, nextn: int,
-                 progress: float = 1.0, batches: list[int] | None = None) -> tuple[list[Point], bool, bool]:
+                 progress: float = 1.0, batches: list[int] | None = None, a2a: bool = False
+                 ) -> tuple[list[Point], bool, bool]:
     """The operating points of one configuration 0.12.0 evaluates, in its order: (points, some point fit the
     model, some point fit model and KV). A batch's larger context budgets are skipped after the first that does
     not fit; points whose decode share repeats an already seen balanced share are skipped (not under speculative
@@ -163,7 +166,7 @@ def sweep_points(mm: MemoryModel, backend: dict, p: Parallel, isl: int, osl: int
                 if gen > 1 and gen in capped:
                     continue
                 capped.append(gen)
-            memory = worker_memory(mm, backend, p, b, ctx, isl, osl, nextn)
+            memory = worker_memory(mm, backend, p, b, ctx, isl, osl, nextn, a2a)
             saw_model |= memory.fits
             saw_kv |= memory.fits and memory.kv_fits
             if not (memory.fits and memory.kv_fits):
@@ -238,11 +241,13 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
         try:
             check_node_ep(p, est.spec(q.system).num_gpus_per_node)
             check_deploy(m, d, config)
+            d = switched(est, m, d, PHASES)
         except EstimatorError as exc:
             warnings.append(f"{p.label}: skipped ({exc})")
             continue
         deploys[p] = d
-        found, fit_model, fit_kv = sweep_points(mm, backend, p, q.isl, q.osl, q.nextn, q.decode_progress, batches)
+        found, fit_model, fit_kv = sweep_points(mm, backend, p, q.isl, q.osl, q.nextn, q.decode_progress, batches,
+                                                bool(d.moe_a2a))
         points += found
         saw_model |= fit_model
         saw_kv |= fit_kv

@@ -28,11 +28,13 @@ class MemoryModel:
     _terms: dict = field(default_factory=dict, repr=False, compare=False)  # weight terms per (tp, moe_tp, moe_ep)
 
     def worker(self, p: Parallel, *, batch: int, seq_tokens: int, tokens: int, nextn: int = 0,
-               decode_tokens: int | None = None, static_path: bool = False) -> Memory:
-        """Per-GPU memory of one worker holding `batch` sequences of `seq_tokens` KV slots, `tokens` per forward pass."""
-        width = (p.tp, p.moe_tp, p.moe_ep)
+               decode_tokens: int | None = None, static_path: bool = False, a2a: bool = False) -> Memory:
+        """Per-GPU memory of one worker holding `batch` sequences of `seq_tokens` KV slots, `tokens` per forward pass;
+        `a2a`: the layout is priced through the MoE all-to-all (its shared expert unsplit, memory.yaml `shared_tp`)."""
+        width = (p.tp, p.moe_tp, p.moe_ep, a2a)
         if width not in self._terms:
-            names = {**self.model.as_mapping(), "tp": p.tp, "moe_tp": p.moe_tp, "moe_ep": p.moe_ep}
+            names = {**self.model.as_mapping(), "tp": p.tp, "moe_tp": p.moe_tp, "moe_ep": p.moe_ep,
+                     "shared_tp": 1 if a2a else p.tp}
             self._terms[width] = weight_bytes(self.arch, names, self.quants, self.backend, self.flagged)
         return footprint(self.arch, self.model, self.system_doc, self.backend, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep,
                          quants=self.quants, batch=batch, seq_tokens=seq_tokens, tokens=tokens, version=self.version,

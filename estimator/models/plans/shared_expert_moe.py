@@ -7,6 +7,9 @@ expert, every layer, as aiconfigurator-core 0.12.0 prices it.
   router GEMM in bf16, the MoE dispatch / combine as the custom allreduce over the MoE group (under attention DP:
   the experts run every rank's tokens, the dispatch is the backend's collective, gqa.moe_dispatch);
 - decode overlaps the routed branch (router, dispatch, MoE, combine) with the shared expert: the slower one counts;
+- a layout the planner prices through the MoE all-to-all (`Deploy.moe_a2a`, plan/large_ep.py): router, the shared
+  expert unsplit (context tokens / tp), dispatch, the routed MoE at moe_tp 1 over every rank's tokens, combine,
+  serial in both phases (0.12.0's large-EP graph on vLLM);
 - a deployment `moe_backend` (models.yaml `moe_backends`: DeepSeek-V4's megamoe) fuses dispatch, MoE and combine
   into the backend's one op at the rank's own tokens.
 """
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.plans.gqa import moe_dispatch
 from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.ops.moe_a2a import rules as a2a_rules
 
 Op = tuple[str, str, dict, float]
 
@@ -36,6 +40,10 @@ def ffn_ops(m: PricedModel, d, tokens: int, context: bool, shared_inter: int, sh
            "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
            "tokens": tokens * d.attention_dp}
     router = ("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L)
+    comm = dict(d.moe_a2a).get("context" if context else "generation")
+    if comm is not None:
+        return [router, *_a2a_shared(m, d, tokens, context, shared_q, base),
+                *_a2a_routed(m, d, tokens, context, comm, moe, base)]
     backend = d.moe_backend
     if backend is not None:  # one fused module (static.check_moe_backend admitted it), at the rank's own tokens
         fused = {**moe, "phase": "context" if context else "generation", "tokens": tokens}
@@ -45,6 +53,30 @@ def ffn_ops(m: PricedModel, d, tokens: int, context: bool, shared_inter: int, sh
         routed = [router, ("moe_pre_dispatch", *moe_dispatch(d, tokens, h, "pre"), L), ("moe", "moe", moe, L),
                   ("moe_post_dispatch", *moe_dispatch(d, tokens, h, "post"), L)]
     return shared + routed if context else [("moe_overlap", "overlap", {"groups": [routed, shared]}, 1)]
+
+
+def _a2a_shared(m: PricedModel, d, tokens: int, context: bool, shared_q: str, base: dict) -> list[Op]:
+    """The whole shared expert on every rank; a context pass's tokens are split over the attention TP ranks."""
+    dims = m.dims
+    h, L, inter = dims.hidden, dims.layers, dims.shared * dims.moe_inter
+    t = tokens // d.tp if context else tokens
+    gemm = lambda n, k: {**base, "quant": shared_q, "m": t, "n": n, "k": k}  # noqa: E731
+    return [("gate_ffn1_gemm", "gemm", gemm(2 * inter, h), L),
+            ("act_gate", "mem", {"bytes": elementwise_bytes(2 * inter, inter, t)}, L),
+            ("ffn2_gemm", "gemm", gemm(h, inter), L)]
+
+
+def _a2a_routed(m: PricedModel, d, tokens: int, context: bool, comm: str, moe: dict, base: dict) -> list[Op]:
+    """Dispatch, the routed MoE, combine over the comm backend's rows (ops/moe_a2a.py; DeepEP context messages
+    are per attention-TP rank)."""
+    dims, L = m.dims, m.dims.layers
+    spec = a2a_rules()["planner_backends"][comm]
+    a2a = {**base, "comm_backend": comm, "comm_dtype": spec["comm_dtype"], "ep": d.moe_ep, "hidden": dims.hidden,
+           "topk": dims.topk, "experts": dims.experts, "sms": spec["sms"], "tokens": tokens,
+           "attention_tp": d.tp if context and comm.startswith("deepep") else 1,
+           "nodes": d.a2a_nodes}
+    return [("moe_dispatch", "moe_a2a", {**a2a, "phase": "dispatch"}, L), ("moe", "moe", moe, L),
+            ("moe_combine", "moe_a2a", {**a2a, "phase": "combine"}, L)]
 
 
 def layer_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, shared_inter: int,
