@@ -22,11 +22,13 @@ from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.disagg import decode_batches, settings
 from perfledger.estimator.plan.evaluate import price_many
 from perfledger.estimator.plan.fit import memory_model
+from perfledger.estimator.plan.large_ep import switched
 from perfledger.estimator.plan.question import Question
 from perfledger.estimator.plan.space import check_node_ep, enumerate_parallel
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.static import Deploy, check_deploy, pass_ops
 
+ROLE_PHASES = {"prefill": ("context",), "decode": ("generation",)}
 COLUMNS = ("tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "global_batch", "gpus", "ttft_ms", "tpot_ms", "seq_s",
            "seq_s_gpu", "tokens_s_user", "concurrency", "memory_gib")
 
@@ -62,11 +64,13 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
     frames, unfit, no_data, refused = [], [], [], []
     for p in layouts:  # a layout that cannot be priced is skipped, as 0.12.0 skips it, and named
         d = replace(base, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, pp=p.pp, attention_dp=p.dp, nextn=q.nextn)
+        d = switched(est, m, d, ROLE_PHASES[role])
+        a2a = bool(d.moe_a2a)
         fitting = []
         for b in batches:
-            mem = (memory.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * (q.isl - q.prefix), static_path=True)
+            mem = (memory.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * (q.isl - q.prefix), static_path=True, a2a=a2a)
                    if role == "prefill" else
-                   memory.worker(p, batch=b, seq_tokens=q.isl + q.osl, tokens=b, nextn=q.nextn, static_path=True))
+                   memory.worker(p, batch=b, seq_tokens=q.isl + q.osl, tokens=b, nextn=q.nextn, static_path=True, a2a=a2a))
             if not (mem.fits and mem.kv_fits):
                 break
             fitting.append((p, d, b, mem.total))
