@@ -4,8 +4,6 @@ answer of `aiconfigurator cli default` (top rows and Pareto front, the switched 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from perfledger.estimator.models.config import resolve_model
