@@ -59,7 +59,7 @@ class Mamba2Model(OpModel):
         if key["phase"] not in PHASES:
             raise NoDataError(f"mamba2: phase {key['phase']!r} is not priced (have {', '.join(PHASES)})")
         sol = self.sol(est, key, q)
-        grid = self._grid(est, key)
+        grid = self._grid(est, key, shared=mode in ("silicon", "hybrid"))
         if grid is None:
             return Answer(sol, sol, tier_codes("sol", q.height))
         lat = np.array([evaluate(grid, {"batch": float(b), "seq": float(s)})[0]
@@ -69,14 +69,15 @@ class Mamba2Model(OpModel):
             raise NoDataError(f"no silicon data can anchor {self.describe(key, q, first)}")
         return Answer(lat, sol, tier_codes("silicon", q.height))
 
-    def _grid(self, est, key):
+    def _grid(self, est, key, shared: bool):
         """The [batch][seq] Grid of the query's structure (exact, else the first at its d_model), or None where the
-        phase's rows are not read or none hold this kernel at this d_model."""
+        phase's rows are not read or none hold this kernel at this d_model. Earlier versions' rows (`shared`) only in
+        SILICON / HYBRID: 0.12.0's EMPIRICAL / SOL database carries the own version's only (rc23 SOL: the roofline)."""
         def build():
             if key["phase"] not in mamba2_catalog()["grid_phases"]:
                 return None
             try:
-                rows = est.table(key["system"], key["backend"], key["version"], self.table, shared=True)
+                rows = est.table(key["system"], key["backend"], key["version"], self.table, shared=shared)
             except NoDataError:
                 return None
             rows = rows.filter(pl.col("kernel_source") == key["kernel"], pl.col("phase") == key["phase"],
@@ -94,4 +95,4 @@ class Mamba2Model(OpModel):
 
             return rows_grid(rows.rename({"batch_size": "batch", "seq_len": "seq"}), ("batch", "seq"), sol)
 
-        return est.memo(("mamba2_grid", *(key[c] for c in self.group_keys)), build)
+        return est.memo(("mamba2_grid", shared, *(key[c] for c in self.group_keys)), build)
