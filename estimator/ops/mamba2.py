@@ -5,8 +5,9 @@ then [batch][seq]. Found by probing 0.12.0 (docs/estimator.md): a query reads th
 the first structure collected at its d_model (table order, unscaled, still tier silicon); a d_model without rows,
 a kernel without rows (the SSM scan has none anywhere) and every decode kernel (mamba2.yaml `grid_phases`) answer
 the mamba2.yaml roofline (tier sol). Context rows are a [batch][seq] Grid (`grid.py`: exact, bilinear, ragged SOL
-rescale, 4-leaf util transfer outside). The database mode changes none of this in 0.12.0, so SILICON, HYBRID and
-EMPIRICAL answer alike; SOL is the roofline. Rows come from the own backend and earlier versions only.
+rescale, 4-leaf util transfer outside). The database mode changes none of this in 0.12.0, so every mode
+answers alike, SOL included (its static engine in SOL mode reads the conv rows too; probed on rtx_pro_6000 / h200
+trtllm). Rows come from the own backend and earlier versions only.
 """
 
 from __future__ import annotations
@@ -51,14 +52,14 @@ class Mamba2Model(OpModel):
                           int(key["n_groups"]), est.spec(key["system"]).mem_bw)[0]
 
     def evaluate(self, est, key, q, mode):
-        """SOL: the roofline. Otherwise the structure's Grid where the phase's rows are read and hold the kernel at
-        this d_model, else the roofline labelled sol (0.12.0 answers so in every database mode)."""
+        """The structure's Grid where the phase's rows are read and hold the kernel at this d_model, else the
+        roofline labelled sol, in every mode (0.12.0 answers so in every database mode, SOL included)."""
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         if key["phase"] not in PHASES:
             raise NoDataError(f"mamba2: phase {key['phase']!r} is not priced (have {', '.join(PHASES)})")
         sol = self.sol(est, key, q)
-        grid = None if mode == "sol" else self._grid(est, key)
+        grid = self._grid(est, key, shared=mode in ("silicon", "hybrid"))
         if grid is None:
             return Answer(sol, sol, tier_codes("sol", q.height))
         lat = np.array([evaluate(grid, {"batch": float(b), "seq": float(s)})[0]
@@ -68,14 +69,15 @@ class Mamba2Model(OpModel):
             raise NoDataError(f"no silicon data can anchor {self.describe(key, q, first)}")
         return Answer(lat, sol, tier_codes("silicon", q.height))
 
-    def _grid(self, est, key):
+    def _grid(self, est, key, shared: bool):
         """The [batch][seq] Grid of the query's structure (exact, else the first at its d_model), or None where the
-        phase's rows are not read or none hold this kernel at this d_model."""
+        phase's rows are not read or none hold this kernel at this d_model. Earlier versions' rows (`shared`) only in
+        SILICON / HYBRID: 0.12.0's EMPIRICAL / SOL database carries the own version's only (rc23 SOL: the roofline)."""
         def build():
             if key["phase"] not in mamba2_catalog()["grid_phases"]:
                 return None
             try:
-                rows = est.table(key["system"], key["backend"], key["version"], self.table, shared=True)
+                rows = est.table(key["system"], key["backend"], key["version"], self.table, shared=shared)
             except NoDataError:
                 return None
             rows = rows.filter(pl.col("kernel_source") == key["kernel"], pl.col("phase") == key["phase"],
@@ -93,4 +95,4 @@ class Mamba2Model(OpModel):
 
             return rows_grid(rows.rename({"batch_size": "batch", "seq_len": "seq"}), ("batch", "seq"), sol)
 
-        return est.memo(("mamba2_grid", *(key[c] for c in self.group_keys)), build)
+        return est.memo(("mamba2_grid", shared, *(key[c] for c in self.group_keys)), build)

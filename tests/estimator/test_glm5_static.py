@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perfledger.estimator.batch import estimate_one
-from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
+from perfledger.estimator.errors import EmpiricalUnavailableError, MissingFlopsError, NoDataError, UnknownQuantError
 from perfledger.estimator.models.plans.glm5 import _module_quant
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.quant.checkpoint import attention_bf16 as _attention_bf16
@@ -115,6 +115,18 @@ def test_typed_misses_and_modes(wheel_est):
     with pytest.raises(NoDataError, match="dsa_context_module_perf"):
         static(wheel_est, "zai-org/GLM-5-FP8", Deploy("h200_sxm", "trtllm", "1.3.0rc20", tp=8, moe_ep=8, kv_quant="fp8"),
                batch=8, isl=2048, osl=4)
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("op", ["dsa_context_module", "dsa_generation_module"])
+def test_sol_without_fp8_tensor_cores_is_refused(wheel_est, op):
+    """0.12.0 refuses GLM-5.1 (bf16) SOL on a100 for the missing fp8_tc_flops, below the index top-k too."""
+    q = dict(system="a100_sxm", backend="trtllm", version="1.0.0", kv_quant="bfloat16", gemm_quant="bfloat16", heads=64,
+             batch=21, **({"isl": 375} if op == "dsa_context_module" else {"seq": 400}))
+    with pytest.raises(MissingFlopsError, match="fp8_tc_flops"):
+        estimate_one(wheel_est, op, mode="sol", **q)
+    with pytest.raises(MissingFlopsError, match="fp8_tc_flops"):
+        static(wheel_est, "zai-org/GLM-5.1", Deploy("a100_sxm", "trtllm", "1.0.0"), batch=21, isl=375, osl=202, mode="sol")
 
 
 @pytest.mark.aic

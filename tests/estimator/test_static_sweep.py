@@ -26,6 +26,13 @@ AGREE = [
     _d("Qwen/Qwen3-235B-A22B-FP8", "moe", "gb200", "trtllm", "1.3.0rc23", 8, 2, 4, 44, 1806, 60, "SILICON"),
     # the valid split of the refused deployment below (768 / 2 = 384 = 3 blocks)
     _d("Qwen/Qwen3-30B-A3B-FP8", "moe", "b300_sxm", "trtllm", "1.3.0rc20", 8, 2, 4, 6, 3596, 168, "HYBRID"),
+    # SOL with 0.12.0's SOL database (static_parity --modes EMPIRICAL,SOL, seed 1): the mamba conv rows are read in SOL
+    _d("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4", "nemotron_h", "rtx_pro_6000_server", "trtllm", "1.3.0rc20",
+       4, 1, 4, 18, 2254, 111, "SOL"),
+    # ... the own version's only: rc23 reads no rc20 conv rows in SOL (the roofline), as 0.12.0's SOL database
+    _d("nvidia/Nemotron-H-56B-Base-8K", "nemotron_h", "gb300", "trtllm", "1.3.0rc23", 4, 1, 4, 6, 7437, 88, "SOL"),
+    # the DSA indexer at the fp8 rate, which l40s (fp8 not 2 × bf16) tells from the bf16 one
+    _d("zai-org/GLM-5.2-FP8", "glm5", "l40s", "trtllm", "1.3.0rc20", 8, 2, 4, 8, 4573, 101, "SOL"),
 ]
 
 

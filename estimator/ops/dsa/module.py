@@ -52,12 +52,16 @@ class _DsaModule(OpModel):
     defaults = {"architecture": "GlmMoeDsaForCausalLM", "full_frac": 1.0}
 
     def _roofline(self, est, key, indexer: str = "full"):
-        """SOL(heads, batch, new tokens, prefix) in ms for this slice's quants (skip rows: no indexer work)."""
+        """SOL(heads, batch, new tokens, prefix) in ms for this slice's quants (skip rows: no indexer work).
+
+        A system without fp8 tensor cores (a100 / a30) is refused, typed, at any quant: 0.12.0's DSA module SOL
+        needs `fp8_tc_flops` (the indexer's rate) in context and decode alike, even when the indexer does not run.
+        """
         spec, flops = est.spec(key["system"]), _config()["roofline_quants"]["flops_dtype"]
         kw = dict(decode=self.phase == "generation", skip_indexer=indexer == "skip",
                   gemm_bytes=_bytes(key["gemm_quant"]), kv_bytes=_bytes(key["kv_quant"]),
                   gemm_flops=spec.tc_flops(flops.get(key["gemm_quant"], "bfloat16")),
-                  bf16_flops=spec.tc_flops("bfloat16"), bw=spec.mem_bw)
+                  bf16_flops=spec.tc_flops("bfloat16"), fp8_flops=spec.tc_flops("fp8"), bw=spec.mem_bw)
         return lambda h, b, n, p: dsa_module_sol(key["architecture"], h, b, n, p, **kw)[0]
 
     def sol(self, est, key, q):
