@@ -110,9 +110,11 @@ def reference_model_path(model: str) -> str:
 def reference(d: dict):
     """0.12.0's (ttft, decode ms over osl − 1 steps, {phase: {op: ms}}) with its default (checkpoint) quants, or
     (None, miss text). The database is loaded for the drawn mode, as its `cli estimate` loads it (EMPIRICAL and SOL
-    views carry no shared layer of earlier versions or lenders), and the mode is set in the compiled engine spec."""
+    views carry no shared layer of earlier versions or lenders), its context FMHA settled by that data as `cli estimate`
+    settles it (resolve_context_fmha_by_data), and the mode is set in the compiled engine spec."""
     import aiconfigurator_core
     from aiconfigurator_core.sdk import engine as E
+    from aiconfigurator_core.sdk.models import resolve_context_fmha_by_data
     from aiconfigurator_core.sdk.perf_database import get_database_view
 
     model_path = reference_model_path(d["model"])
@@ -122,11 +124,13 @@ def reference(d: dict):
                                    fmha_quant_mode=None, moe_quant_mode=None, comm_quant_mode=None,
                                    forward_model=None, attention_backend=None)
         version = E._literal_backend_version(d["system"], d["backend"], d["version"], None, None)
+        database = get_database_view(d["system"], d["backend"], version, allow_missing_data=d["mode"] != "SILICON",
+                                     database_mode=d["mode"])
+        resolve_context_fmha_by_data(cfg, model_path, database, d["backend"], is_context_role=True)
         spec = json.loads(E.build_engine_spec_json(
             E.get_model(model_path, cfg, d["backend"]), model_path=model_path, system=d["system"],
             backend=d["backend"], backend_version=version, kv_block_size=None, systems_path=None, nextn=0,
-            database=get_database_view(d["system"], d["backend"], version, allow_missing_data=d["mode"] != "SILICON",
-                                       database_mode=d["mode"])))
+            database=database))
         spec["engine"]["database_mode"] = d["mode"]
         engine = E.EngineHandle(aiconfigurator_core.engine_spec_bincode_from_json(json.dumps(spec)))
         shape = {"batch_size": d["batch"], "isl": d["isl"], "osl": d["osl"]}

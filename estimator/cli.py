@@ -192,6 +192,9 @@ def print_static(out: dict) -> None:
     if out.get("encoder_ms"):
         typer.echo(f"vision encoder: {number(out['encoder_ms'], 'ms')} of the TTFT")
     typer.echo("quants: " + ", ".join(f"{q} {v['quant']} ({v['source']})" for q, v in out["quants"].items()))
+    for v in out["quants"].values():
+        if "note" in v:
+            typer.echo(f"note: {v['note']}")
     energy = out.get("energy")
     if energy:
         typer.echo(f"energy: prefill {number(energy['context']['energy_wms'], 'W·ms')} "

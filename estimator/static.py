@@ -24,9 +24,11 @@ from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog
 from perfledger.estimator.models.plans.registry import PLANS, load_model
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.models.vision import Images, encoder_ops, image_tokens, vision
+from perfledger.estimator.ops.base import SHARED_MODES
 from perfledger.estimator.plan.evaluate import p2p_latency
 from perfledger.estimator.plan.space import check_moe_width
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
+from perfledger.estimator.quant.context_fmha import resolve_by_data
 
 # the layer plans that price attention data parallelism (MoE over every rank's tokens, moe_dispatch.yaml's collectives)
 ATTENTION_DP_KINDS = ("moe", "deepseek", "glm5", "kimi_k3", "qwen35")
@@ -114,6 +116,8 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
     backends = m.family.get("backends")
     quants = resolve_quants(config, d.backend, {"gemm": d.gemm_quant, "moe": d.moe_quant,
                                                 "kv": d.kv_quant, "fmha": d.fmha_quant})
+    quants = resolve_by_data(quants, config.architecture, est, d.system, d.backend, d.version,
+                             shared=mode in SHARED_MODES)
     d = replace(d, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
     if backends and d.backend not in backends:
         raise UnsupportedModelError(f"{config.name}: the {m.family['kind']} layer plan is assembled for backends "

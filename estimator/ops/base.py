@@ -13,6 +13,7 @@ import numpy as np
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 
 MODES = ("silicon", "hybrid", "empirical", "sol")
+SHARED_MODES = ("silicon", "hybrid")  # the modes that read the shared layer (donor and earlier versions' rows)
 TIERS = ("sol", "silicon", "empirical", "xshape", "xquant", "xprofile", "xop")  # xop: another op's util (MSA <- DSA)
 
 

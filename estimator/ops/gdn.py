@@ -23,7 +23,7 @@ import yaml
 from perfledger.estimator.errors import NoDataError
 from perfledger.estimator.fit.grid import rows_grid
 from perfledger.estimator.fit.roofline import gdn_sol
-from perfledger.estimator.ops.base import MODES, Answer, Queries, tier_codes
+from perfledger.estimator.ops.base import MODES, SHARED_MODES, Answer, Queries, tier_codes
 from perfledger.estimator.ops.kda import PHASES, KdaModel
 
 GDN_YAML = Path(__file__).with_name("gdn.yaml")
@@ -71,7 +71,7 @@ class GdnModel(KdaModel):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         sol = self.sol(est, key, q)
-        spec, key = self._kernel(key), {**key, "shared": mode in ("silicon", "hybrid")}
+        spec, key = self._kernel(key), {**key, "shared": mode in SHARED_MODES}
         if (spec.get("state") and key["state_dtype"] != "float32") or not self._kernel_rows(est, key).height:
             return Answer(sol, sol, tier_codes("sol", q.height))
         lat, miss = self.silicon(est, key, q)

@@ -24,7 +24,7 @@ from perfledger.estimator.errors import NoDataError
 from perfledger.estimator.fit.curve import eval_curve
 from perfledger.estimator.fit.grid import evaluate, rows_grid
 from perfledger.estimator.fit.roofline import kda_sol
-from perfledger.estimator.ops.base import MODES, Answer, OpModel, Queries, tier_codes
+from perfledger.estimator.ops.base import MODES, SHARED_MODES, Answer, OpModel, Queries, tier_codes
 
 PHASES = ("context", "generation")
 KDA_YAML = Path(__file__).with_name("kda.yaml")
@@ -61,7 +61,7 @@ class KdaModel(OpModel):
         `xshape` where they are at another head count than the query's."""
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-        key = {**key, "shared": mode in ("silicon", "hybrid")}
+        key = {**key, "shared": mode in SHARED_MODES}
         route = self._fused_route(est, key)
         if route is not None:
             fused = self.evaluate(est, {**key, "kernel": route["via"]}, q, mode)

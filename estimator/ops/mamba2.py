@@ -22,7 +22,7 @@ import yaml
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
 from perfledger.estimator.fit.grid import evaluate, rows_grid
 from perfledger.estimator.fit.roofline import mamba2_sol
-from perfledger.estimator.ops.base import MODES, Answer, OpModel, Queries, tier_codes
+from perfledger.estimator.ops.base import MODES, SHARED_MODES, Answer, OpModel, Queries, tier_codes
 
 MAMBA2_YAML = Path(__file__).with_name("mamba2.yaml")
 PHASES = ("context", "generation")
@@ -59,7 +59,7 @@ class Mamba2Model(OpModel):
         if key["phase"] not in PHASES:
             raise NoDataError(f"mamba2: phase {key['phase']!r} is not priced (have {', '.join(PHASES)})")
         sol = self.sol(est, key, q)
-        grid = self._grid(est, key, shared=mode in ("silicon", "hybrid"))
+        grid = self._grid(est, key, shared=mode in SHARED_MODES)
         if grid is None:
             return Answer(sol, sol, tier_codes("sol", q.height))
         lat = np.array([evaluate(grid, {"batch": float(b), "seq": float(s)})[0]

@@ -33,10 +33,9 @@ from perfledger.estimator.plan.evaluate import price_many
 from perfledger.estimator.plan.fit import MemoryModel, memory_model
 from perfledger.estimator.plan.large_ep import PHASES, switched
 from perfledger.estimator.plan.pareto import pareto_front
-from perfledger.estimator.plan.question import Question, resolve_version
+from perfledger.estimator.plan.question import Question, resolve_version, role_quants
 from perfledger.estimator.plan.space import Parallel, check_node_ep, enumerate_parallel
 from perfledger.estimator.plan.steps import decode_step, mixed_step
-from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.static import Deploy, check_deploy
 from perfledger.safe_io import data_yaml
 
@@ -223,13 +222,14 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
         raise UnsupportedModelError(f"{AGG_YAML.name}: no agg scheduling rules for backend {q.backend!r}")
     config = resolve_model(q.model)
     m = load_model(config)
-    quants = resolve_quants(config, q.backend, q.quants)
+    quants = role_quants(est, config, q, context=True)
     labels = {role: v["quant"] for role, v in quants.items()}
     base = Deploy(q.system, q.backend, q.version, nextn=q.nextn, **{f"{r}_quant": v for r, v in labels.items()})
     if m.family.get("backends") and q.backend not in m.family["backends"]:
         raise UnsupportedModelError(f"{config.name}: no layer plan for backend {q.backend}")
     warnings = [] if not q.nextn or q.nextn_accepted is not None else [
         f"nextn {q.nextn} without nextn_accepted: decode steps price nextn + 1 tokens and commit one token each"]
+    warnings += [quants["fmha"]["note"]] if "note" in quants["fmha"] else []
     try:
         mm = memory_model(config, q.system, q.backend, q.version, quants)
     except MemoryModelError as exc:

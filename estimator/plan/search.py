@@ -56,7 +56,7 @@ class PlanAnswer:
 
 
 def _misses(role: str, misses: workers.Misses) -> tuple[str, ...]:
-    out = []
+    out = [f"disagg {role}: {note}" for note in misses.notes]
     if misses.no_data:
         out.append(f"disagg {role}: {len(misses.no_data)} layout(s) not priced: " + "; ".join(misses.no_data[:3])
                    + (" …" if len(misses.no_data) > 3 else ""))

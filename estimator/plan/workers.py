@@ -23,9 +23,8 @@ from perfledger.estimator.plan.disagg import decode_batches, settings
 from perfledger.estimator.plan.evaluate import price_many
 from perfledger.estimator.plan.fit import memory_model
 from perfledger.estimator.plan.large_ep import switched
-from perfledger.estimator.plan.question import Question
+from perfledger.estimator.plan.question import Question, role_quants
 from perfledger.estimator.plan.space import check_node_ep, enumerate_parallel
-from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.static import Deploy, check_deploy, pass_ops
 
 ROLE_PHASES = {"prefill": ("context",), "decode": ("generation",)}
@@ -40,6 +39,7 @@ class Misses:
     unfit: tuple[str, ...] = ()
     no_data: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()  # layouts the estimator refuses to price (UnsupportedModelError), not a data gap
+    notes: tuple[str, ...] = ()  # how the role's quants were settled (an fp8 FMHA priced at bfloat16 for want of data)
 
 
 
@@ -52,7 +52,7 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
     tiers of each worker's ops comma-joined (the support matrix grades a row by them)."""
     config = resolve_model(q.model)
     m = load_model(config)
-    quants = resolve_quants(config, q.backend, q.quants)
+    quants = role_quants(est, config, q, context=role == "prefill")
     doc = settings()
     base = Deploy(q.system, q.backend, q.version, **{f"{k}_quant": v["quant"] for k, v in quants.items()})
     memory = memory_model(config, q.system, q.backend, q.version, quants)
@@ -87,7 +87,7 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
             refused.append(f"{p.label}: {exc}")
         except EstimatorError as exc:
             no_data.append(f"{p.label}: {exc}")
-    misses = Misses(tuple(unfit), tuple(no_data), tuple(refused))
+    misses = Misses(tuple(unfit), tuple(no_data), tuple(refused), (quants["fmha"]["note"],) if "note" in quants["fmha"] else ())
     if not frames:
         return pl.DataFrame(schema=dict.fromkeys(COLUMNS, pl.Float64)), misses
     return pl.concat(frames), misses

@@ -208,14 +208,19 @@ def infer(cfg: dict, hf: dict, where: str = "checkpoint") -> dict[str, str]:
     return out
 
 
-def resolve(model: ModelConfig, backend: str, flags: dict[str, str | None]) -> dict[str, dict[str, str]]:
-    """{quant: {"quant": label, "source": "flag" | "checkpoint" | "default"}} for gemm, moe, kv, fmha."""
+def resolve(model: ModelConfig, backend: str, flags: dict[str, str | None], *,
+            builder_guards: bool = True) -> dict[str, dict[str, str]]:
+    """{quant: {"quant": label, "source": "flag" | "checkpoint" | "default"}} for gemm, moe, kv, fmha.
+
+    builder_guards: apply `fmha_bf16`, the guards 0.12.0's model builder adds on its estimate path; its planner
+    settles the FMHA by data alone (quant/context_fmha.py), so the planner turns them off."""
     r = rules_doc()
     cfg, hf = model.config, model.hf_quant
     arch = (cfg.get("architectures") or [None])[0]
     found = infer(cfg, hf, str(model.path))
     guard = r["fmha_bf16"]
-    if found.get("fmha") == "fp8" and (backend in guard["backends"] or backend in guard["architectures"].get(arch, ())):
+    if builder_guards and found.get("fmha") == "fp8" and (
+            backend in guard["backends"] or backend in guard["architectures"].get(arch, ())):
         found["fmha"] = "bfloat16"
     remap = r["vllm_moe_remap"]
     if backend == "vllm" and arch in remap["architectures"] and found.get("moe") == remap["from"]:

@@ -66,9 +66,11 @@ def _granular(m: PricedModel, d, q, base, gemm, context, batch, seq) -> list[tup
 
 def _mla_block(m: PricedModel, d, base, gemm, context, batch, seq, tokens) -> list[tuple[str, str, dict, float]]:
     """The module op with the granular fallback where the projections share one quant, else the granular ops; the
-    module's prefill runs at the pass's tokens per sequence (a mixed step's decode rows included, as 0.12.0 asks it)."""
+    block's prefill, module or granular, runs at the pass's tokens per sequence (a mixed step's decode rows included,
+    as 0.12.0 asks it: DeepSeek-V3 h200 sglang has no module rows at bfloat16 FMHA, so its mixed steps price the
+    granular context MLA at the step's token count)."""
     q = _quants(m, d.gemm_quant)
-    granular = _granular(m, d, q, base, gemm, context, batch, seq)
+    granular = _granular(m, d, q, base, gemm, context, batch, tokens // batch if context else seq)
     if len({q["q"], q["kv"], q["o"]}) > 1:  # no module row is keyed by a mixed checkpoint
         return granular
     dims = m.dims
