@@ -21,6 +21,7 @@ from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency, mem_op_sol
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
+from perfledger.estimator.models.memory import flag_overridden
 from perfledger.estimator.models.plans.registry import PLANS, load_model
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.models.vision import Images, encoder_ops, image_tokens, vision
@@ -118,6 +119,7 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
                                                 "kv": d.kv_quant, "fmha": d.fmha_quant})
     quants = resolve_by_data(quants, config.architecture, est, d.system, d.backend, d.version,
                              shared=mode in SHARED_MODES)
+    m = under_flags(m, config.architecture, quants)
     d = replace(d, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
     if backends and d.backend not in backends:
         raise UnsupportedModelError(f"{config.name}: the {m.family['kind']} layer plan is assembled for backends "
@@ -207,6 +209,14 @@ def check_moe_backend(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
         raise UnsupportedModelError(f"{config.name}: moe backend {d.moe_backend} needs backend {'/'.join(rule['backends'])}, "
                                     f"moe_tp {rule['moe_tp']}, moe_ep >= {rule['min_moe_ep']} (got {d.backend}, "
                                     f"moe_tp {d.moe_tp}, moe_ep {d.moe_ep})")
+
+
+def under_flags(m: PricedModel, architecture: str | None, quants: dict[str, dict[str, str]]) -> PricedModel:
+    """`m` as priced under its resolved quants: a flagged GEMM quant also quantizes the checkpoint exclusions it
+    overrides (memory.yaml `checkpoint_bf16_if`), in latency as in memory, as 0.12.0 builds the model."""
+    if quants["gemm"]["source"] != "flag" or not (names := flag_overridden(architecture or "")):
+        return m
+    return replace(m, unquantized=m.unquantized.without(names))
 
 
 def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, seq: int, *, prefix: int = 0) -> list:

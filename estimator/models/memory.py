@@ -136,6 +136,13 @@ def summed(expr: str, names: dict, over, where: str) -> float:
     return total
 
 
+def flag_overridden(arch: str) -> frozenset[str]:
+    """The checkpoint exclusions (`checkpoint_bf16_if` names) a flagged GEMM quant overrides, as 0.12.0 reads them
+    (Kimi-K2.5 / DeepSeek-V3 shared experts); empty for an architecture memory.yaml does not size."""
+    entry = _doc()["architectures"].get(arch) or {}
+    return frozenset(t["checkpoint_bf16_if"] for t in entry.get("weights", ()) if "checkpoint_bf16_if" in t)
+
+
 def _architecture(arch: str) -> dict:
     known = _doc()["architectures"]
     if arch not in known:

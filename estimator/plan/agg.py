@@ -36,7 +36,7 @@ from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, resolve_version, role_quants
 from perfledger.estimator.plan.space import Parallel, check_node_ep, enumerate_parallel
 from perfledger.estimator.plan.steps import decode_step, mixed_step
-from perfledger.estimator.static import Deploy, check_deploy
+from perfledger.estimator.static import Deploy, check_deploy, under_flags
 from perfledger.safe_io import data_yaml
 
 AGG_YAML = Path(__file__).with_name("agg.yaml")
@@ -221,8 +221,8 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
     if backend is None:
         raise UnsupportedModelError(f"{AGG_YAML.name}: no agg scheduling rules for backend {q.backend!r}")
     config = resolve_model(q.model)
-    m = load_model(config)
     quants = role_quants(est, config, q, context=True)
+    m = under_flags(load_model(config), config.architecture, quants)
     labels = {role: v["quant"] for role, v in quants.items()}
     base = Deploy(q.system, q.backend, q.version, nextn=q.nextn, **{f"{r}_quant": v for r, v in labels.items()})
     if m.family.get("backends") and q.backend not in m.family["backends"]:

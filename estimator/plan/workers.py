@@ -25,7 +25,7 @@ from perfledger.estimator.plan.fit import memory_model
 from perfledger.estimator.plan.large_ep import switched
 from perfledger.estimator.plan.question import Question, role_quants
 from perfledger.estimator.plan.space import check_node_ep, enumerate_parallel
-from perfledger.estimator.static import Deploy, check_deploy, pass_ops
+from perfledger.estimator.static import Deploy, check_deploy, pass_ops, under_flags
 
 ROLE_PHASES = {"prefill": ("context",), "decode": ("generation",)}
 COLUMNS = ("tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "global_batch", "gpus", "ttft_ms", "tpot_ms", "seq_s",
@@ -51,8 +51,8 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
     batches: only these sizes (plan/feasible.py's cheap witness); with_tiers: add a `tiers` column, the source
     tiers of each worker's ops comma-joined (the support matrix grades a row by them)."""
     config = resolve_model(q.model)
-    m = load_model(config)
     quants = role_quants(est, config, q, context=role == "prefill")
+    m = under_flags(load_model(config), config.architecture, quants)
     doc = settings()
     base = Deploy(q.system, q.backend, q.version, **{f"{k}_quant": v["quant"] for k, v in quants.items()})
     memory = memory_model(config, q.system, q.backend, q.version, quants)

@@ -26,8 +26,11 @@ def rules_doc() -> dict:
 
 
 def exclusion_globs(model: ModelConfig) -> list[str]:
-    """Every module-exclusion glob of the checkpoint: its quantization_config and the ModelOpt hf_quant section."""
-    q = model.config.get("quantization_config") or {}
+    """Every module-exclusion glob of the checkpoint: its quantization_config (a multimodal one's under text_config,
+    where Kimi-K2.5 keeps `re:.*self_attn.*`) and the ModelOpt hf_quant section."""
+    q = model.config.get("quantization_config")
+    if not isinstance(q, dict):
+        q = (model.config.get(rules_doc()["nested_config_key"]) or {}).get("quantization_config") or {}
     globs = [*(q.get("modules_to_not_convert") or []), *(q.get("exclude_modules") or []), *(q.get("ignore") or [])]
     globs += [*(model.hf_quant.get("exclude_modules") or []), *(model.hf_quant.get("ignore") or [])]
     return [str(g) for g in globs]
@@ -52,6 +55,11 @@ class Unquantized:
     def flags(self) -> dict[str, bool]:
         """memory.yaml's `bf16_if` names: `<group>_bf16` per attention projection group and `shared_bf16`."""
         return {**{f"{group}_bf16": bf16 for group, bf16 in self.attention.items()}, "shared_bf16": self.shared}
+
+    def without(self, names: frozenset[str]) -> Unquantized:
+        """These parts (`flags()` names) quantized after all: the exclusions a flagged GEMM quant overrides."""
+        return Unquantized({group: bf16 and f"{group}_bf16" not in names for group, bf16 in self.attention.items()},
+                           self.shared and "shared_bf16" not in names)
 
 
 def unquantized_parts(model: ModelConfig) -> Unquantized:

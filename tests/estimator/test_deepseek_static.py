@@ -63,6 +63,15 @@ FLAGGED = [
 ]
 
 
+@pytest.mark.parametrize("system,backend,version", [("h200_sxm", "sglang", "0.5.14"), ("h200_sxm", "vllm", "0.24.0")])
+def test_kimi_k25_flagged_gemm_keeps_text_config_exclusions(wheel_est, oracle, system, backend, version):
+    """Kimi-K2.5 keeps `re:.*self_attn.*` unquantized in text_config.quantization_config: under a flagged fp8_block
+    GEMM its MLA block stays bf16 and its shared experts take the flag (memory.yaml `checkpoint_bf16_if`), as 0.12.0
+    builds the model; every op equal."""
+    assert_static_matches_engine(wheel_est, oracle, "moonshotai/Kimi-K2.5", system, backend, version, (8, 1, 8),
+                                 (4, 1000, 4), {"gemm": "fp8_block"})
+
+
 @pytest.mark.parametrize("model,system,backend,version,par,shape,quant", FLAGGED)
 def test_deepseek_flagged_quants_match_reference_per_op(wheel_est, oracle, model, system, backend, version, par, shape,
                                                         quant):

@@ -72,6 +72,9 @@ DEPLOYMENTS = [
     dep("nvidia/GLM-5.2-NVFP4", "b200_sxm", "trtllm", "1.3.0rc20", 8, 8, 1, 4, 1000, 100, gemm="fp8"),  # excluded: bf16
     dep("nvidia/Qwen3.5-122B-A10B-NVFP4", "b200_sxm", "vllm", "0.24.0", 4, 1, 4, 8, 1000, 100, gemm="nvfp4"),
     dep("moonshotai/Kimi-K3", "b300_sxm", "sglang", "0.5.16", 8, 1, 8, 2, 1000, 100, gemm="fp8_block"),  # shared bf16
+    # text_config's ignore globs: MLA projections stay bf16 under the flag, the shared experts take it
+    dep("moonshotai/Kimi-K2.5", "h200_sxm", "sglang", "0.5.14", 8, 1, 8, 4, 1000, 100, gemm="fp8_block"),
+    dep("moonshotai/Kimi-K2.5", "b300_sxm", "trtllm", "1.3.0rc20", 4, 1, 4, 7, 241, 211, gemm="fp8", moe="nvfp4"),
 ]
 
 
