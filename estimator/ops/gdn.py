@@ -21,7 +21,7 @@ import polars as pl
 import yaml
 
 from perfledger.estimator.errors import NoDataError
-from perfledger.estimator.fit.grid import rows_grid
+from perfledger.estimator.fit.grid import evaluate, power_grid, rows_grid
 from perfledger.estimator.fit.roofline import gdn_sol
 from perfledger.estimator.ops.base import MODES, SHARED_MODES, Answer, Queries, tier_codes
 from perfledger.estimator.ops.kda import PHASES, KdaModel
@@ -77,7 +77,22 @@ class GdnModel(KdaModel):
         lat, miss = self.silicon(est, key, q)
         source = tier_codes("silicon", q.height)
         source[miss] = tier_codes("sol", 1)[0]
-        return Answer(np.where(miss, sol, lat), sol, source)
+        energy = self.energy(est, key, q, lat)
+        return Answer(np.where(miss, sol, lat), sol, source, None if energy is None else np.where(miss, np.nan, energy))
+
+    def energy(self, est, key, q, latency):
+        """The rows' measured power × latency: prefill a power Grid on the latency Grid's axes, decode the batch
+        curve's power (lerp inside, the edge row's power outside, as MoE's token curve)."""
+        rows = self._kernel_rows(est, key)
+        if "power" not in rows.columns or rows["power"].null_count() == rows.height:
+            return None
+        if key["phase"] == "generation":
+            curve = rows.sort("batch_size", maintain_order=True)
+            return latency * np.interp(q["batch"], curve["batch_size"].to_numpy(), curve["power"].fill_null(0.0).to_numpy())
+        grid = est.memo(("gdn_power", key["shared"], *(key[c] for c in self.group_keys)),
+                        lambda: power_grid(rows.rename({"batch_size": "batch", "seq_len": "seq"}), ("batch", "seq")))
+        power = [evaluate(grid, {"batch": float(b), "seq": float(s)})[0] for b, s in zip(q["batch"], q["seq"], strict=True)]
+        return latency * np.array([np.nan if v is None else v for v in power], dtype=np.float64)
 
     def silicon(self, est, key, q):
         return self._answer(est, key, q, self._slice(est, key))  # one lookup structure, no head count to report

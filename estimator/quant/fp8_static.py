@@ -3,7 +3,8 @@
 fp8_static is priced as the fp8 GEMM minus the activation-scale computation (and minus the scaling
 pass for low-precision-input GEMMs), floored at the GEMM SOL. SILICON: each overhead is a bilinear blend
 inside its (m, k) grid; beyond it compute_scale (a delta) is held flat at the clamped point and
-scale_matrix is scaled by its roofline ratio m·k / (m_edge·k_edge). EMPIRICAL: compute_scale is the
+scale_matrix is scaled by its roofline ratio m·k / (m_edge·k_edge). Energy follows the same subtraction: the fp8
+GEMM's energy minus each overhead's (grid power × overhead latency), floored at 0. EMPIRICAL: compute_scale is the
 nearest sample (normalised log space) scaled by m·k ratio, scale_matrix a util grid (SOL = 3·m·k / B).
 """
 
@@ -18,8 +19,8 @@ from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 OVERHEADS = {"compute_scale": ("computescale_perf", False), "scale_matrix": ("scale_matrix_perf", True)}
 
 
-def _grid(est, system: str, backend: str, version: str, table: str, quant: str):
-    """(m axis, k axis, latency matrix) of one quantize table; a hole in the rectangle is NaN."""
+def _grid(est, system: str, backend: str, version: str, table: str, quant: str, column: str = "latency"):
+    """(m axis, k axis, `column` matrix) of one quantize table; a hole in the rectangle is NaN, a null power 0."""
 
     def build():
         df = est.table(system, backend, version, table, shared=True).filter(pl.col("quant_dtype") == quant)
@@ -27,10 +28,11 @@ def _grid(est, system: str, backend: str, version: str, table: str, quant: str):
             raise NoDataError(f"no {table} rows for {system}/{backend}/{version} quant_dtype={quant}")
         ms, ks = np.sort(df["m"].unique().to_numpy()), np.sort(df["k"].unique().to_numpy())
         mat = np.full((len(ms), len(ks)), np.nan)
-        mat[np.searchsorted(ms, df["m"].to_numpy()), np.searchsorted(ks, df["k"].to_numpy())] = df["latency"].to_numpy()
+        values = df[column].cast(pl.Float64).fill_null(0.0) if column in df.columns else pl.Series(np.zeros(df.height))
+        mat[np.searchsorted(ms, df["m"].to_numpy()), np.searchsorted(ks, df["k"].to_numpy())] = values.to_numpy()
         return ms.astype(np.float64), ks.astype(np.float64), mat
 
-    return est.memo(("quantize_grid", system, backend, version, table, quant), build)
+    return est.memo(("quantize_grid", system, backend, version, table, quant, column), build)
 
 
 def _bracket(axis: np.ndarray, x: np.ndarray):
@@ -44,11 +46,9 @@ def _bracket(axis: np.ndarray, x: np.ndarray):
     return xc, lo, hi, t
 
 
-def overhead(est, system: str, backend: str, version: str, name: str, m, k, quant: str = "fp8") -> np.ndarray:
-    """Latency (ms) of one quantize overhead at each (m, k)."""
-    table, scaled = OVERHEADS[name]
-    ms, ks, mat = _grid(est, system, backend, version, table, quant)
-    m, k = np.asarray(m, dtype=np.float64), np.asarray(k, dtype=np.float64)
+def _bilinear(est, where: tuple, table: str, column: str, m, k, quant: str):
+    """`column` blended bilinearly inside the (m, k) grid at the clamped point; also the clamped (m, k)."""
+    ms, ks, mat = _grid(est, *where, table, quant, column)
     mc, mlo, mhi, tm = _bracket(ms, m)
     kc, klo, khi, tk = _bracket(ks, k)
     low = mat[mlo, klo] + (mat[mlo, khi] - mat[mlo, klo]) * tk
@@ -56,8 +56,24 @@ def overhead(est, system: str, backend: str, version: str, name: str, m, k, quan
     out = low + (high - low) * tm
     if np.isnan(out).any():
         i = int(np.flatnonzero(np.isnan(out))[0])
-        raise NoDataError(f"{table} {system}/{backend}/{version}: no grid corners around m={m[i]:g}, k={k[i]:g}")
+        raise NoDataError(f"{table} {'/'.join(where)}: no grid corners around m={m[i]:g}, k={k[i]:g}")
+    return out, mc, kc
+
+
+def overhead(est, system: str, backend: str, version: str, name: str, m, k, quant: str = "fp8") -> np.ndarray:
+    """Latency (ms) of one quantize overhead at each (m, k)."""
+    table, scaled = OVERHEADS[name]
+    m, k = np.asarray(m, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    out, mc, kc = _bilinear(est, (system, backend, version), table, "latency", m, k, quant)
     return out * (m * k) / (mc * kc) if scaled else out
+
+
+def overhead_energy(est, system: str, backend: str, version: str, name: str, m, k, quant: str = "fp8") -> np.ndarray:
+    """Energy (W·ms) of one quantize overhead: its grid power (bilinear, clamped, never scaled) × `overhead`."""
+    table, _ = OVERHEADS[name]
+    m, k = np.asarray(m, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    power = _bilinear(est, (system, backend, version), table, "power", m, k, quant)[0]
+    return power * overhead(est, system, backend, version, name, m, k, quant)
 
 
 def overhead_empirical(est, system: str, backend: str, version: str, name: str, m, k, quant: str = "fp8") -> np.ndarray:

@@ -16,6 +16,7 @@ the DSA module roofline (ops/dsa/roofline.py), as the attention Grid does. There
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import polars as pl
 import yaml
 
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
-from perfledger.estimator.fit.grid import evaluate, rows_grid
+from perfledger.estimator.fit.grid import evaluate, power_grid, rows_grid
 from perfledger.estimator.ops.base import OpModel
 from perfledger.estimator.ops.dsa.roofline import dsa_module_sol
 
@@ -71,7 +72,8 @@ class _DsaModule(OpModel):
     def empirical(self, est, key, q, shared=False):
         raise EmpiricalUnavailableError(f"{self.name}: 0.12.0 has no EMPIRICAL estimate for the DSA module")
 
-    def _grid(self, est, key, indexer: str):
+    def _slice(self, est, key, indexer: str) -> pl.DataFrame:
+        """The slice's rows of one indexer lane, a repeated coordinate's last row first (0.12.0 overwrites)."""
         lane = _config()[self.lanes][self.phase]
         filters = {"architecture": key["architecture"], "op_name": lane[indexer], "kv_cache_dtype": key["kv_quant"],
                    "gemm_type": key["gemm_quant"]}
@@ -82,12 +84,22 @@ class _DsaModule(OpModel):
             if not rows.height:
                 where = ", ".join(f"{c}={v}" for c, v in filters.items())
                 raise NoDataError(f"no {self.table} rows for {key['system']}/{key['backend']}/{key['version']} with {where}")
-            # a coordinate repeated within a file: its last row wins (0.12.0 overwrites); sources in priority order
-            rows = self._axis_rows(rows.with_row_index("_row").sort("_source_rank", "_row", descending=[False, True]))
+            # sources in priority order, within one the last row of a coordinate first
+            return self._axis_rows(rows.with_row_index("_row").sort("_source_rank", "_row", descending=[False, True]))
+
+        return est.memo(("dsa_module_rows", self.name, indexer, *(key[k] for k in self.group_keys)), build)
+
+    def _grid(self, est, key, indexer: str):
+        def build():
             sol = self._roofline(est, key, indexer)
-            return rows_grid(rows, self.axes, lambda c: float(sol(c["num_heads"], c["batch_size"], *self._tokens(c))))
+            return rows_grid(self._slice(est, key, indexer), self.axes,
+                             lambda c: float(sol(c["num_heads"], c["batch_size"], *self._tokens(c))))
 
         return est.memo(("dsa_module", self.name, indexer, *(key[k] for k in self.group_keys)), build)
+
+    def _power_grid(self, est, key, indexer: str):
+        return est.memo(("dsa_module_power", self.name, indexer, *(key[k] for k in self.group_keys)),
+                        lambda: power_grid(self._slice(est, key, indexer), self.axes))
 
     def _has_skip_rows(self, est, key) -> bool:
         """0.12.0 blends only where the table holds skip-indexer rows at all; without any it prices every layer full."""
@@ -109,22 +121,43 @@ class _DsaModule(OpModel):
         """The slice's rows with the Grid's axis columns."""
         return rows
 
-    def silicon(self, est, key, q):
+    def _parts(self, est, key) -> list[tuple[float, str]]:
+        """(weight, indexer lane) of the layer blend: full·f + skip·(1 − f) where the table holds skip rows."""
         frac = float(key["full_frac"])
         if not 0.0 <= frac <= 1.0:
             raise ValueError(f"{self.name}: full_frac={frac} must lie in [0, 1]")
-        parts = [(frac, "full")] + ([(1.0 - frac, "skip")] if frac < 1.0 and self._has_skip_rows(est, key) else [])
-        if len(parts) == 1:
-            parts = [(1.0, "full")]
-        grids = [(w, self._grid(est, key, indexer)) for w, indexer in parts]
+        if frac < 1.0 and self._has_skip_rows(est, key):
+            return [(frac, "full"), (1.0 - frac, "skip")]
+        return [(1.0, "full")]
+
+    def _blend(self, est, key, q, grids: list) -> np.ndarray:
+        """Σ weight · value(grid, coords) per query (`grids`: (weight, [grid, ...]) whose values multiply); NaN
+        where any grid misses."""
         cols = self._grid_coords(q)
         out = np.full(q.height, np.nan)
         for i in range(q.height):
             coords = {a: int(v[i]) for a, v in cols.items()}
-            values = [(w, evaluate(g, coords)[0]) for w, g in grids]
-            if all(v is not None for _, v in values):
-                out[i] = sum(w * v for w, v in values)
+            total = 0.0
+            for weight, factors in grids:
+                values = [evaluate(g, coords)[0] for g in factors]
+                if any(v is None for v in values):
+                    break
+                total += weight * math.prod(values)
+            else:
+                out[i] = total
+        return out
+
+    def silicon(self, est, key, q):
+        out = self._blend(est, key, q, [(w, [self._grid(est, key, lane)]) for w, lane in self._parts(est, key)])
         return out, np.isnan(out)
+
+    def energy(self, est, key, q, latency):
+        """Σ weight · power · latency over the lanes blended (each lane's measured power Grid × its own latency;
+        the skip-lane blend is not probed: no table with power holds skip rows)."""
+        parts = [(w, [self._grid(est, key, lane), self._power_grid(est, key, lane)]) for w, lane in self._parts(est, key)]
+        if any(factors[1] is None for _, factors in parts):
+            return None
+        return self._blend(est, key, q, parts)
 
 
 class DsaContextModuleModel(_DsaModule):

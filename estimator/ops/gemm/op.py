@@ -12,7 +12,7 @@ from perfledger.estimator.fit.transfer import pick_reference
 from perfledger.estimator.fit.util_grid import build_util_grid, query_util
 from perfledger.estimator.ops.base import Answer, OpModel, Queries, tier_codes
 from perfledger.estimator.ops.gemm.sites import build_sites, silicon, silicon_power
-from perfledger.estimator.quant.fp8_static import OVERHEADS, overhead, overhead_empirical
+from perfledger.estimator.quant.fp8_static import OVERHEADS, overhead, overhead_empirical, overhead_energy
 from perfledger.estimator.quant.profiles import quant_profile, util_level
 
 NEST = ["gemm_dtype", "m", "n", "k"]
@@ -86,9 +86,19 @@ class GemmModel(OpModel):
         return est.memo(("gemm_sites", key["system"], key["backend"], key["version"], quant), build)
 
     def energy(self, est, key, q, latency):
-        """Measured power at the query (`sites.silicon_power`) × latency; fp8_static reads the fp8 sites' power."""
-        quant = "fp8" if key["quant"] == "fp8_static" else key["quant"]
-        power = silicon_power(self._sites(est, key, quant), q["m"], q["n"], q["k"])
+        """Measured power at the query (`sites.silicon_power`) × latency. fp8_static: the fp8 GEMM's energy (at the fp8
+        latency) minus the quantize overheads' energies, floored at 0, as 0.12.0 prices it."""
+        if key["quant"] == "fp8_static":
+            fp8 = {**key, "quant": "fp8"}
+            energy = self.energy(est, fp8, q, self.silicon(est, fp8, q)[0])
+            if energy is None:
+                return None
+            where = (key["system"], key["backend"], key["version"])
+            energy = energy - overhead_energy(est, *where, "compute_scale", q["m"], q["k"])
+            if bool(key["low_precision_input"]):
+                energy = energy - overhead_energy(est, *where, "scale_matrix", q["m"], q["k"])
+            return np.maximum(energy, 0.0)
+        power = silicon_power(self._sites(est, key, key["quant"]), q["m"], q["n"], q["k"])
         return None if power is None else power * latency
 
     def _fp8_static(self, est, key, q, base=None, empirical_overheads=False):
