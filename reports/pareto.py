@@ -9,10 +9,10 @@ dates, fixed order), so it can be compared in tests.
 
 from __future__ import annotations
 
+import html
 import io
 import math
 from dataclasses import dataclass
-from xml.sax.saxutils import escape
 
 WIDTH, HEIGHT = 840, 540
 MARGIN = {"left": 78, "right": 24, "top": 44, "bottom": 58}
@@ -111,7 +111,7 @@ def to_svg(shapes: list[Shape]) -> str:
             (x, y) = s.points[0]
             turn = f' transform="rotate(-90 {x} {y})"' if s.rotate else ""
             out.append(f'<text x="{x}" y="{y}" font-size="{s.size}" text-anchor="{s.anchor}" fill="{s.colour}"{turn}>'
-                       f"{escape(s.text)}</text>")
+                       f"{html.escape(s.text, quote=False)}</text>")
     return "\n".join([*out, "</svg>"]) + "\n"
 
 

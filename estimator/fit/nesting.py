@@ -14,13 +14,10 @@ def nested_order(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     Each level's key is ranked by the row where its prefix first appeared; duplicates (same full
     key) are dropped keeping the first row, as the loader does.
     """
-    out = df.with_row_index("_row")
-    rank_cols = []
-    for depth in range(1, len(keys) + 1):
-        prefix = keys[:depth]
-        col = f"_rank{depth}"
-        first = out.group_by(prefix).agg(pl.col("_row").min().alias(col))
-        out = out.join(first, on=prefix, how="left")
-        rank_cols.append(col)
-    out = out.sort(rank_cols[:-1] + ["_row"]).unique(subset=keys, keep="first", maintain_order=True)
-    return out.drop(rank_cols + ["_row"])
+    rank_cols = [f"_rank{depth}" for depth in range(1, len(keys))]
+    # a prefix holding a null ranks null (first), as the left join on it that this window replaces did
+    out = df.with_row_index("_row").with_columns(
+        pl.when(pl.any_horizontal(pl.col(keys[:depth]).is_null())).then(None)
+        .otherwise(pl.col("_row").min().over(keys[:depth])).alias(col) for depth, col in enumerate(rank_cols, 1))
+    out = out.sort([*rank_cols, "_row"]).unique(subset=keys, keep="first", maintain_order=True)
+    return out.drop([*rank_cols, "_row"])

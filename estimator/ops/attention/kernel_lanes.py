@@ -118,10 +118,9 @@ def lane_slice(est, system: str, backend: str, version: str, table: str, filters
     shared=False reads the own version only (EMPIRICAL); pinned: the static engine's framework-default walk.
     """
     df = est.table(system, backend, version, table, shared=shared, dedupe=False)
-    for col, val in filters.items():
-        df = df.filter(pl.col(col) == val)
-    if where is not None:
-        df = df.filter(where)
+    predicates = [pl.col(col) == val for col, val in filters.items()] + ([where] if where is not None else [])
+    if predicates:  # one pass over the table
+        df = df.filter(*predicates)
     if not df.height:
         where = ", ".join([f"{k}={v}" for k, v in filters.items()] + ([str(where)] if where is not None else []))
         raise NoDataError(f"no {table} rows for {system}/{backend}/{version} with {where}")
