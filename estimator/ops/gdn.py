@@ -21,7 +21,7 @@ import polars as pl
 import yaml
 
 from perfledger.estimator.errors import NoDataError
-from perfledger.estimator.fit.grid import evaluate, power_grid, rows_grid
+from perfledger.estimator.fit.grid import evaluate_many, power_grid, rows_grid
 from perfledger.estimator.fit.roofline import gdn_sol
 from perfledger.estimator.ops.base import MODES, SHARED_MODES, Answer, Queries, tier_codes
 from perfledger.estimator.ops.kda import PHASES, KdaModel
@@ -91,8 +91,8 @@ class GdnModel(KdaModel):
             return latency * np.interp(q["batch"], curve["batch_size"].to_numpy(), curve["power"].fill_null(0.0).to_numpy())
         grid = est.memo(("gdn_power", key["shared"], *(key[c] for c in self.group_keys)),
                         lambda: power_grid(rows.rename({"batch_size": "batch", "seq_len": "seq"}), ("batch", "seq")))
-        power = [evaluate(grid, {"batch": float(b), "seq": float(s)})[0] for b, s in zip(q["batch"], q["seq"], strict=True)]
-        return latency * np.array([np.nan if v is None else v for v in power], dtype=np.float64)
+        coords = {"batch": np.asarray(q["batch"], dtype=np.float64), "seq": np.asarray(q["seq"], dtype=np.float64)}
+        return latency * evaluate_many(grid, coords, lambda c: np.ones(len(c["batch"])))[0]
 
     def silicon(self, est, key, q):
         return self._answer(est, key, q, self._slice(est, key))  # one lookup structure, no head count to report

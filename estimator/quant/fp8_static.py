@@ -28,7 +28,10 @@ def _grid(est, system: str, backend: str, version: str, table: str, quant: str, 
             raise NoDataError(f"no {table} rows for {system}/{backend}/{version} quant_dtype={quant}")
         ms, ks = np.sort(df["m"].unique().to_numpy()), np.sort(df["k"].unique().to_numpy())
         mat = np.full((len(ms), len(ks)), np.nan)
-        values = df[column].cast(pl.Float64).fill_null(0.0) if column in df.columns else pl.Series(np.zeros(df.height))
+        if column == "power":  # absent or null power reads 0 W, as 0.12.0 reads it; latency is a required column
+            values = df[column].cast(pl.Float64).fill_null(0.0) if column in df.columns else pl.Series(np.zeros(df.height))
+        else:
+            values = df[column]
         mat[np.searchsorted(ms, df["m"].to_numpy()), np.searchsorted(ks, df["k"].to_numpy())] = values.to_numpy()
         return ms.astype(np.float64), ks.astype(np.float64), mat
 

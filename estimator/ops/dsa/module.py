@@ -16,7 +16,6 @@ the DSA module roofline (ops/dsa/roofline.py), as the attention Grid does. There
 
 from __future__ import annotations
 
-import math
 from functools import cache
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import yaml
 
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnknownQuantError
 from perfledger.estimator.fit.grid import evaluate, power_grid, rows_grid
-from perfledger.estimator.ops.base import OpModel
+from perfledger.estimator.ops.base import OpModel, Queries
 from perfledger.estimator.ops.dsa.roofline import dsa_module_sol
 
 
@@ -130,34 +129,36 @@ class _DsaModule(OpModel):
             return [(frac, "full"), (1.0 - frac, "skip")]
         return [(1.0, "full")]
 
-    def _blend(self, est, key, q, grids: list) -> np.ndarray:
-        """Σ weight · value(grid, coords) per query (`grids`: (weight, [grid, ...]) whose values multiply); NaN
-        where any grid misses."""
-        cols = self._grid_coords(q)
-        out = np.full(q.height, np.nan)
-        for i in range(q.height):
-            coords = {a: int(v[i]) for a, v in cols.items()}
-            total = 0.0
-            for weight, factors in grids:
-                values = [evaluate(g, coords)[0] for g in factors]
-                if any(v is None for v in values):
-                    break
-                total += weight * math.prod(values)
-            else:
-                out[i] = total
-        return out
+    def _values(self, q, grid) -> np.ndarray:
+        """One Grid's value at each query (NaN where it misses), built once per slice: latency and energy share it."""
+        def build():
+            cols = self._grid_coords(q)
+            out = np.full(q.height, np.nan)
+            for i in range(q.height):
+                value = evaluate(grid, {a: int(v[i]) for a, v in cols.items()})[0]
+                if value is not None:
+                    out[i] = value
+            return out
+
+        return q.memo(("dsa_grid_values", id(grid)), build) if isinstance(q, Queries) else build()
 
     def silicon(self, est, key, q):
-        out = self._blend(est, key, q, [(w, [self._grid(est, key, lane)]) for w, lane in self._parts(est, key)])
+        """Σ weight · lane latency over the layer blend; NaN (a miss) where any lane misses."""
+        out = np.zeros(q.height)
+        for weight, lane in self._parts(est, key):
+            out = out + weight * self._values(q, self._grid(est, key, lane))
         return out, np.isnan(out)
 
     def energy(self, est, key, q, latency):
-        """Σ weight · power · latency over the lanes blended (each lane's measured power Grid × its own latency;
-        the skip-lane blend is not probed: no table with power holds skip rows)."""
-        parts = [(w, [self._grid(est, key, lane), self._power_grid(est, key, lane)]) for w, lane in self._parts(est, key)]
-        if any(factors[1] is None for _, factors in parts):
+        """Σ weight · lane latency · lane power (each lane's measured power Grid; the skip-lane blend is not probed:
+        no table with power holds skip rows)."""
+        parts = [(w, self._grid(est, key, lane), self._power_grid(est, key, lane)) for w, lane in self._parts(est, key)]
+        if any(power is None for _, _, power in parts):
             return None
-        return self._blend(est, key, q, parts)
+        out = np.zeros(q.height)
+        for weight, grid, power in parts:
+            out = out + weight * (self._values(q, grid) * self._values(q, power))
+        return out
 
 
 class DsaContextModuleModel(_DsaModule):

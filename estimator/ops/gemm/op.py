@@ -90,7 +90,7 @@ class GemmModel(OpModel):
         latency) minus the quantize overheads' energies, floored at 0, as 0.12.0 prices it."""
         if key["quant"] == "fp8_static":
             fp8 = {**key, "quant": "fp8"}
-            energy = self.energy(est, fp8, q, self.silicon(est, fp8, q)[0])
+            energy = self.energy(est, fp8, q, self._fp8_silicon(est, key, q)[0])
             if energy is None:
                 return None
             where = (key["system"], key["backend"], key["version"])
@@ -101,13 +101,22 @@ class GemmModel(OpModel):
         power = silicon_power(self._sites(est, key, key["quant"]), q["m"], q["n"], q["k"])
         return None if power is None else power * latency
 
+    def _fp8_silicon(self, est, key, q):
+        """The fp8 GEMM's SILICON answer under an fp8_static query: latency and energy both start from it, so a
+        slice's queries price it once."""
+        def build():
+            return self.silicon(est, {**key, "quant": "fp8"}, q)
+
+        return q.memo(("fp8_silicon", key["system"], key["backend"], key["version"]), build) if isinstance(q, Queries) \
+            else build()
+
     def _fp8_static(self, est, key, q, base=None, empirical_overheads=False):
         """fp8 GEMM minus compute_scale (and scale_matrix for low-precision inputs), floored at SOL.
 
         base=None: SILICON (fp8 sites); else a given fp8 estimate. The overheads use their grid lookups,
         except in EMPIRICAL mode proper (empirical_overheads), which uses their EMPIRICAL rules.
         """
-        lat, miss = self.silicon(est, {**key, "quant": "fp8"}, q) if base is None else (base, None)
+        lat, miss = self._fp8_silicon(est, key, q) if base is None else (base, None)
         lookup = overhead_empirical if empirical_overheads else overhead
         where = (key["system"], key["backend"], key["version"])
         lat = lat - lookup(est, *where, "compute_scale", q["m"], q["k"])
