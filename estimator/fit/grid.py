@@ -244,6 +244,25 @@ def _distances(pts: np.ndarray, qp: np.ndarray) -> np.ndarray:
     return np.sqrt(total)
 
 
+# queries per block of the batched transfer: blocks of coordinate-sorted queries span a small box, so few leaves
+# can be among any of their nearest (`_candidates`)
+TRANSFER_BLOCK = 64
+
+
+def _candidates(pts: np.ndarray, qp: np.ndarray, k: int) -> np.ndarray:
+    """Indices (ascending) of the leaves that can be among the k nearest of any query in `qp`: a superset, so the
+    nearest leaves, their ties and their index order are those of the full distance matrix.
+
+    Every query lies in the block's bounding box, so its k-th nearest distance is at most the k-th smallest
+    farthest-corner distance of a leaf to the box, and a leaf whose distance to the box exceeds that bound is
+    never among its k nearest. The bound gets a 1e-9 relative margin for rounding."""
+    lo, hi = qp.min(axis=0), qp.max(axis=0)
+    outside = np.maximum(np.maximum(lo - pts, pts - hi), 0.0)
+    farthest = np.maximum(np.abs(pts - lo), np.abs(pts - hi))
+    bound = np.partition((farthest**2).sum(axis=1), k - 1)[k - 1]
+    return np.flatnonzero((outside**2).sum(axis=1) <= bound * (1 + 1e-9))
+
+
 def _transfer_many(g: Grid, coords: dict, sol_many) -> np.ndarray:
     pts, u = _leaves(g, sol_many)
     n = len(coords[g.axes[0]])
@@ -252,8 +271,11 @@ def _transfer_many(g: Grid, coords: dict, sol_many) -> np.ndarray:
     qp = np.log2(np.maximum(np.column_stack([coords[a] for a in g.axes]).astype(np.float64), 1e-9))
     k = min(NN_LEAVES + 1, len(u))
     out = np.empty(n)
-    for start in range(0, n, 256):
-        d = _distances(pts, qp[start:start + 256])
+    by_place = np.lexsort(qp.T[::-1])
+    for start in range(0, n, TRANSFER_BLOCK):
+        rows = by_place[start:start + TRANSFER_BLOCK]
+        cand = _candidates(pts, qp[rows], k)
+        d = _distances(pts[cand], qp[rows])
         order = np.empty((len(d), k), dtype=np.int64)
         kth = np.partition(d, k - 1, axis=1)[:, k - 1]
         within = d <= kth[:, None]
@@ -271,7 +293,6 @@ def _transfer_many(g: Grid, coords: dict, sol_many) -> np.ndarray:
             w = ((r - dn) / (r * dn)) ** 2
         else:
             w = 1.0 / dn**2
-        mean = (w * u[near]).sum(axis=1) / w.sum(axis=1)
-        chunk = {a: c[start:start + 256] for a, c in coords.items()}
-        out[start:start + len(d)] = mean if g.direct else sol_many(chunk) / mean
+        mean = (w * u[cand][near]).sum(axis=1) / w.sum(axis=1)
+        out[rows] = mean if g.direct else sol_many({a: c[rows] for a, c in coords.items()}) / mean
     return out

@@ -79,6 +79,33 @@ def test_evaluate_many_equals_evaluate_bit_for_bit(utils, queries):
         assert evaluate(g, dict(zip("hsb", q, strict=True))) == (got, got_moved), q
 
 
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300))
+def test_blocked_transfer_equals_evaluate_bit_for_bit(seed, n):
+    """The batched transfer prunes leaves per block of coordinate-sorted queries (`grid._candidates`): on a 360-leaf
+    lattice with holes, queries far outside it and on its power-of-two lines (distance ties at the k-th leaf), in
+    more queries than one block holds, every answer equals the one-query path's, which measures every leaf."""
+    rng = np.random.default_rng(seed)
+    sol = lambda q: float(_roofline(q["h"], q["s"], q["b"]))  # noqa: E731
+    keys = [(h, s, b) for h in (4, 8, 16, 32, 64) for s in 2 ** np.arange(6, 15) for b in 2 ** np.arange(8)]
+    utils = rng.choice([0.0, 0.25, 0.5, 0.7, 1.0], size=len(keys))
+    rows = [(k, sol(dict(zip("hsb", k, strict=True))) / u) for k, u in zip(keys, utils, strict=True) if u > 0]
+    assume(rows)
+    queries = np.column_stack([2.0 ** rng.integers(0, 9, n), 2.0 ** rng.integers(2, 18, n), 2.0 ** rng.integers(0, 11, n)])
+    jitter = rng.random(n) < 0.5
+    queries[jitter] = np.maximum(np.round(queries[jitter] * rng.uniform(0.5, 3.0, (jitter.sum(), 3))), 1.0)
+    build = lambda: coordinate_grid(("h", "s", "b"), rows, sol, sqrt_axes=("s",))  # noqa: E731
+    values, moved = evaluate_many(build(), {a: queries[:, i] for i, a in enumerate("hsb")},
+                                  lambda c: _roofline(c["h"], c["s"], c["b"]))
+    assume(moved.any())
+    g = build()
+    for q, got, got_moved in zip(queries, values, moved, strict=True):
+        try:
+            assert evaluate(g, dict(zip("hsb", q.tolist(), strict=True))) == (got, got_moved), q
+        except ZeroDivisionError:  # the k + 1 nearest all equidistant: every weight 0, on both paths
+            assert np.isnan(got), q
+
 ATTN_SLICES = [("h200_sxm", "trtllm", "1.3.0rc20"), ("b200_sxm", "trtllm", "1.3.0rc20"), ("h100_sxm", "sglang", "0.5.14"),
                ("l40s", "vllm", "0.24.0")]
 SLICE_KEYS = ["attn_dtype", "kv_cache_dtype", "head_dim", "window_size", "num_key_value_heads"]
