@@ -11,8 +11,7 @@ from typer.core import TyperGroup
 
 from perfledger.console import EXIT_USAGE, fail
 from perfledger.settings import REFERENCE_ENV, LocationError
-from perfledger.warehouse.lock import WarehouseBusy, WarehouseUnwritable
-from perfledger.warehouse.objects import ObjectStoreError
+from perfledger.warehouse.errors import ObjectStoreError, WarehouseBusy, WarehouseUnwritable
 
 
 class Commands(TyperGroup):

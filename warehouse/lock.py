@@ -26,18 +26,11 @@ from filelock import FileLock, Timeout
 
 from perfledger.settings import Location, ObjectLocation
 from perfledger.warehouse import objects
+from perfledger.warehouse.errors import WarehouseBusy, WarehouseUnwritable
 from perfledger.warehouse.journal import recover
 
 LOCK_NAME = ".perfledger.lock"
 LEASE_S = 30.0  # an object-store lease not renewed for this long is abandoned (its holder renews every third)
-
-
-class WarehouseBusy(RuntimeError):
-    """Another process holds the warehouse's run lock."""
-
-
-class WarehouseUnwritable(PermissionError):
-    """The warehouse folder cannot take the run lock (read-only, not a folder): nothing can be written."""
 
 
 def _unwritable(root: Location, exc: OSError, detail: str = "") -> WarehouseUnwritable:

@@ -19,16 +19,13 @@ from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, Pre
 from obstore.store import from_url
 
 from perfledger.settings import ObjectLocation
+from perfledger.warehouse.errors import ObjectStoreError
 
 DELTA_ONLY_OPTIONS = {"aws_s3_allow_unsafe_rename", "aws_s3_locking_provider", "delta_dynamo_table_name"}
 CLIENT_OPTIONS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "proxy_url", "user_agent",
                   "pool_idle_timeout", "pool_max_idle_per_host", "http1_only", "http2_only"}
 SCHEME_PREFIXES = ("aws_", "google_", "azure_")
 RENAMED = {"endpoint_url": "endpoint"}
-
-
-class ObjectStoreError(OSError):
-    """A request to the object store failed (its message names the location and the store's reason)."""
 
 
 def _reason(exc: Exception) -> str:
