@@ -155,6 +155,8 @@ def _transfer(g: Grid, q: dict) -> float | None:
         w = ((r - dn) / (r * dn)) ** 2
     else:
         w = 1.0 / dn**2
+    if not w.sum():  # the k + 1 nearest all equidistant: every weight 0, a miss (the batched path's NaN)
+        return None
     mean = float((w * u[near]).sum()) / float(w.sum())
     return mean if g.direct else g.sol(q) / mean
 
