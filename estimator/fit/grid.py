@@ -92,8 +92,9 @@ def _descend(g: Grid, node, level: int, q: dict):
     v_hi = node[hi] if leaf else _descend(g, node[hi], level + 1, q)
     if v_lo is not None and v_hi is not None:
         t = (x - lo) / (hi - lo)
-        if axis in g.sqrt_axes:
-            return (math.sqrt(v_lo) + (math.sqrt(v_hi) - math.sqrt(v_lo)) * t) ** 2
+        if axis in g.sqrt_axes:  # squared as m * m: numpy's ** 2 (the batched path's); C pow(m, 2) can differ by an ulp
+            root = math.sqrt(v_lo) + (math.sqrt(v_hi) - math.sqrt(v_lo)) * t
+            return root * root
         return v_lo + (v_hi - v_lo) * t
     if v_lo is None and v_hi is None:
         return None
@@ -295,6 +296,7 @@ def _transfer_many(g: Grid, coords: dict, sol_many) -> np.ndarray:
             w = ((r - dn) / (r * dn)) ** 2
         else:
             w = 1.0 / dn**2
-        mean = (w * u[cand][near]).sum(axis=1) / w.sum(axis=1)
+        with np.errstate(invalid="ignore"):  # every weight 0 (the k + 1 nearest equidistant): NaN, a miss
+            mean = (w * u[cand][near]).sum(axis=1) / w.sum(axis=1)
         out[rows] = mean if g.direct else sol_many({a: c[rows] for a, c in coords.items()}) / mean
     return out

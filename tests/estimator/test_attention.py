@@ -83,6 +83,7 @@ def test_evaluate_many_equals_evaluate_bit_for_bit(utils, queries):
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 300))
 @example(6, 157)  # one query whose 5 nearest leaves are equidistant
+@example(58317, 243)  # an in-data sqrt blend where C pow(m, 2) and m * m differ in the last ulp
 def test_blocked_transfer_equals_evaluate_bit_for_bit(seed, n):
     """The batched transfer prunes leaves per block of coordinate-sorted queries (`grid._candidates`): on a 360-leaf
     lattice with holes, queries far outside it and on its power-of-two lines (distance ties at the k-th leaf), in
