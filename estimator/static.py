@@ -136,11 +136,11 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
     context = price(est, pass_ops(m, d, batch * (isl - prefix), True, batch, isl, prefix=prefix), spec, mode, context_wms)
     generation: dict[str, float] = {}
     generation_wms: dict[str, float] = {}
-    stride = catalog()["decode_stride"]
-    for i in range(0, osl - 1, stride):
-        repeat = min(stride, osl - 1 - i)
+    starts = range(0, osl - 1, catalog()["decode_stride"])
+    for i, ops in zip(starts, decode_passes(m, d, batch, [isl + i + 1 for i in starts]), strict=True):
+        repeat = min(starts.step, osl - 1 - i)
         step_wms: dict[str, float] = {}
-        for name, ms in price(est, pass_ops(m, d, batch, False, batch, isl + i + 1), spec, mode, step_wms).items():
+        for name, ms in price(est, ops, spec, mode, step_wms).items():
             generation[name] = generation.get(name, 0.0) + ms * repeat
         for name, wms in step_wms.items():
             generation_wms[name] = generation_wms.get(name, 0.0) + wms * repeat
@@ -233,6 +233,67 @@ def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, 
     if d.pp > 1:
         ops.append(("p2p", "p2p", {"bytes": tokens * m.dims.hidden * 2}, d.pp - 1))
     return ops if mtp == 1.0 else [(name, op, query, scale * mtp) for name, op, query, scale in ops]
+
+
+class _StepSeq:
+    """The kv length of a decode pass before it is known: a placeholder any arithmetic on raises TypeError."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<decode seq>"
+
+
+STEP_SEQ = _StepSeq()
+
+
+def decode_passes(m: PricedModel, d: Deploy, batch: int, seqs: list[int]) -> list[list]:
+    """`pass_ops(m, d, batch, False, batch, seq)` for each kv length in `seqs`, the op list built once.
+
+    Why: a search prices thousands of decode steps that differ only in their kv length, and a decode pass's `seq`
+    reaches its ops only as a query value (layer plans pass it through: `"seq": seq`). So the pass is built at a
+    placeholder and each step is a copy with it replaced; every op that does not hold it is the same object in
+    every step, which price_many answers once. A plan that computes with a decode pass's seq is refused here
+    (tests/estimator/test_decode_passes.py holds every registered plan to the rule)."""
+    try:
+        template = pass_ops(m, d, batch, False, batch, STEP_SEQ)
+    except TypeError as exc:
+        raise TypeError(f"{m.name}: the {m.family['kind']} layer plan computes with a decode pass's seq ({exc}); "
+                        "decode_passes needs it passed through as a query value") from None
+    bind = _binder(template)
+    return [bind(seq) for seq in seqs] if bind else [template] * len(seqs)
+
+
+def _binder(ops: list):
+    """A function seq -> `ops` with STEP_SEQ replaced by seq (in query values, also inside fallback and overlap
+    groups), sharing every op that does not hold it; None when no op holds it."""
+    slots = []  # (op index, query fields holding STEP_SEQ, binders of nested op lists by query field)
+    for i, (_, op, query, _) in enumerate(ops):
+        fields = tuple(k for k, v in query.items() if v is STEP_SEQ)
+        if op == "fallback":
+            nested = {part: _binder(query[part]) for part in ("primary", "fallback")}
+        elif op == "overlap":
+            nested = {"groups": [_binder(g) for g in query["groups"]]}
+        else:
+            nested = {}
+        nested = {k: b for k, b in nested.items() if (any(b) if isinstance(b, list) else b)}
+        if fields or nested:
+            slots.append((i, fields, nested))
+    if not slots:
+        return None
+
+    def bind(seq: int) -> list:
+        out = list(ops)
+        for i, fields, nested in slots:
+            name, op, query, scale = ops[i]
+            query = {**query, **dict.fromkeys(fields, seq)}
+            for key, b in nested.items():
+                query[key] = ([g_bind(seq) if g_bind else g for g, g_bind in zip(query[key], b, strict=True)]
+                              if isinstance(b, list) else b(seq))
+            out[i] = (name, op, query, scale)
+        return out
+
+    return bind
 
 
 # query fields that carry a sequence length: a context op with one needs a models.yaml `cached_prefix` rule

@@ -54,7 +54,13 @@ def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon",
             out[i][name] = ms * scale
     for op, rows in pending.items():  # identical queries (steps sharing a shape) are answered once
         unique: dict[tuple, int] = {}  # keyed in the query's own order: one plan writes one op's keys in one order
-        slots = [unique.setdefault(tuple(q.items()), len(unique)) for _, _, q, _ in rows]
+        by_id: dict[int, int] = {}  # a query object shared by many lists (static.decode_passes) is keyed once
+        slots = []
+        for _, _, q, _ in rows:
+            slot = by_id.get(id(q))
+            if slot is None:
+                slot = by_id[id(q)] = unique.setdefault(tuple(q.items()), len(unique))
+            slots.append(slot)
         frame = pl.DataFrame([dict(key) for key in unique], infer_schema_length=None)
         answer = estimate(est, op, frame, mode=mode)
         latency = answer["latency_ms"].to_numpy()

@@ -25,7 +25,7 @@ from perfledger.estimator.plan.fit import memory_model
 from perfledger.estimator.plan.large_ep import switched
 from perfledger.estimator.plan.question import Question, role_quants
 from perfledger.estimator.plan.space import check_node_ep, enumerate_parallel
-from perfledger.estimator.static import Deploy, check_deploy, pass_ops, under_flags
+from perfledger.estimator.static import Deploy, check_deploy, decode_passes, pass_ops, under_flags
 
 ROLE_PHASES = {"prefill": ("context",), "decode": ("generation",)}
 COLUMNS = ("tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "global_batch", "gpus", "ttft_ms", "tpot_ms", "seq_s",
@@ -103,7 +103,7 @@ def _latency(est, m, spec, q: Question, role: str, points, tiers: list[set] | No
         return np.array([sum(ms.values()) for ms in priced]) * settings()["latency_correction"]["prefill"]
     stride = catalog()["decode_stride"]
     steps = [(i, min(stride, q.osl - 1 - i)) for i in range(0, q.osl - 1, stride)]
-    lists = [pass_ops(m, d, b, False, b, q.isl + i + 1) for _, d, b, _ in points for i, _ in steps]
+    lists = [ops for _, d, b, _ in points for ops in decode_passes(m, d, b, [q.isl + i + 1 for i, _ in steps])]
     step_tiers = [set() for _ in lists] if tiers is not None else None
     priced = iter(price_many(est, lists, spec, mode, step_tiers))
     for k, t in enumerate(step_tiers or []):
