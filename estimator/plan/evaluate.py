@@ -85,6 +85,39 @@ def price_many(est, op_lists: list[OpList], spec, mode: str = "silicon",
     return out
 
 
+def price_steps(est, passes: list[list[OpList]], spec, mode: str = "silicon",
+                tiers: list[set[str]] | None = None) -> list[list[float]]:
+    """Σ op latency (ms) of every step of every point: `passes` holds per point the op lists of its steps, the ops
+    a step does not change shared by identity (static.decode_passes); each sum equals sum(price_many(...)[k].values()).
+
+    Why: a decode worker's ~30 steps differ in their attention op alone, so gathering every op of every step was most
+    of a search's pricing. A point's first step is priced whole and each later one only in its own ops, all in one
+    price_many call, in the order the whole lists would have been (op kinds meet in the same order, so every name
+    accumulates its ops in the same order); a later step's sum then reads the first step's per-name values with its
+    own replaced, in the first step's name order, so it is the whole list's sum bit for bit. A point whose step ops
+    share a name with an op all steps share is priced whole. `tiers`: one set per point, filled as price_many's."""
+    lists: list[OpList] = []
+    layout = []  # per point: (its first list's index, the later steps' indices, whether those are own ops only)
+    for steps in passes:
+        first = steps[0]
+        own = {i for i, op in enumerate(first) if any(step[i] is not op for step in steps[1:])}
+        split = not ({first[i][0] for i in own} & {op[0] for i, op in enumerate(first) if i not in own})
+        start = len(lists)
+        lists += [first] + [[step[i] for i in sorted(own)] if split else step for step in steps[1:]]
+        layout.append((start, range(start + 1, len(lists)), split))
+    list_tiers = [set() for _ in lists] if tiers is not None else None
+    priced = price_many(est, lists, spec, mode, list_tiers)
+    out = []
+    for k, (start, later, split) in enumerate(layout):
+        head = priced[start]
+        out.append([sum(head.values())] + [sum({**head, **priced[j]}.values()) if split else sum(priced[j].values())
+                                           for j in later])
+        if tiers is not None:
+            for j in (start, *later):
+                tiers[k] |= list_tiers[j]
+    return out
+
+
 def _price_fallbacks(est, fallbacks: list, spec, mode: str, out: list[dict], tiers: list[set] | None) -> None:
     """`fallback` ops as static.fallback prices them: the primary ops (in SILICON under HYBRID), and where a primary
     misses data, its fallback ops; all primaries in one call, lists one by one only when that call misses."""

@@ -20,7 +20,7 @@ from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import catalog, resolve_model
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.disagg import decode_batches, settings
-from perfledger.estimator.plan.evaluate import price_many
+from perfledger.estimator.plan.evaluate import price_many, price_steps
 from perfledger.estimator.plan.fit import memory_model
 from perfledger.estimator.plan.large_ep import switched
 from perfledger.estimator.plan.question import Question, role_quants
@@ -103,12 +103,9 @@ def _latency(est, m, spec, q: Question, role: str, points, tiers: list[set] | No
         return np.array([sum(ms.values()) for ms in priced]) * settings()["latency_correction"]["prefill"]
     stride = catalog()["decode_stride"]
     steps = [(i, min(stride, q.osl - 1 - i)) for i in range(0, q.osl - 1, stride)]
-    lists = [ops for _, d, b, _ in points for ops in decode_passes(m, d, b, [q.isl + i + 1 for i, _ in steps])]
-    step_tiers = [set() for _ in lists] if tiers is not None else None
-    priced = iter(price_many(est, lists, spec, mode, step_tiers))
-    for k, t in enumerate(step_tiers or []):
-        tiers[k // len(steps)] |= t
-    total = np.array([sum(sum(next(priced).values()) * repeat for _, repeat in steps) for _ in points])
+    passes = [decode_passes(m, d, b, [q.isl + i + 1 for i, _ in steps]) for _, d, b, _ in points]
+    step_ms = price_steps(est, passes, spec, mode, tiers)
+    total = np.array([sum(ms * repeat for ms, (_, repeat) in zip(point, steps, strict=True)) for point in step_ms])
     return total / max(q.osl - 1, 1) * settings()["latency_correction"]["decode"]
 
 

@@ -84,3 +84,47 @@ def test_nested_fallback_and_overlap_groups_are_bound_and_shared():
     _assert_passes_equal_pass_ops(m, d, 16)
     nested = [op for op in decode_passes(m, d, 16, SEQS)[1] if op[1] in ("fallback", "overlap")]
     assert nested, "DeepSeek-V3's decode pass should hold a fallback op"
+
+
+# (model, system, backend, version, deployment): dense with pipeline + MTP, MoE under attention DP, banded attention
+# (two `attention` ops), DeepSeek's MLA module with fallback and overlap, K3's KDA + MLA, Nemotron-H's Mamba state ops
+PRICED = [("Qwen/Qwen3-32B", "h200_sxm", "vllm", "0.24.0", dict(tp=2, pp=2, nextn=1)),
+          ("Qwen/Qwen3-30B-A3B", "h200_sxm", "vllm", "0.24.0", dict(tp=2, attention_dp=2, moe_ep=4)),
+          ("openai/gpt-oss-120b", "h200_sxm", "trtllm", "1.3.0rc20", dict(tp=4, moe_ep=4)),
+          ("deepseek-ai/DeepSeek-V3", "h200_sxm", "vllm", "0.24.0", dict(tp=8, moe_ep=8, nextn=1)),
+          ("moonshotai/Kimi-K3", "h200_sxm", "vllm", "0.24.0", dict(tp=8, moe_ep=8)),
+          ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h200_sxm", "vllm", "0.24.0", dict(tp=1))]
+
+
+def _priced_passes(model, system, backend, version, kw):
+    from perfledger.estimator.models.config import resolve_model
+    from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
+
+    m = load_model(model)
+    quants = resolve_quants(resolve_model(model), backend, {"gemm": None, "moe": None, "kv": None, "fmha": None})
+    d = replace(Deploy(system, backend, version, **kw), **{f"{q}_quant": v["quant"] for q, v in quants.items()})
+    return [decode_passes(m, d, b, list(range(1001, 2000, 32))) for b in (1, 8, 64)]
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("model,system,backend,version,kw", PRICED)
+def test_price_steps_sums_equal_the_whole_lists_bit_for_bit(wheel_est, model, system, backend, version, kw):
+    """price_steps prices a point's later steps in their own ops only; every step's sum and the points' source
+    tiers equal those of the whole lists through price_many. A point whose own ops share a name with a shared op
+    (the second case: the embedding renamed `attention`) is priced whole, and equal too."""
+    from perfledger.estimator.plan.evaluate import price_many, price_steps
+
+    passes = _priced_passes(model, system, backend, version, kw)
+    shared_once: dict[int, tuple] = {}  # the renamed embedding stays one object across the steps, as shared ops are
+    renamed = [[[shared_once.setdefault(id(op), ("attention", *op[1:])) if op[0] == "embedding" else op for op in step]
+                for step in passes[1]]]
+    for points in (passes, renamed):
+        spec, whole_tiers, tiers = wheel_est.spec(system), [set() for _ in points], [set() for _ in points]
+        got = price_steps(wheel_est, points, spec, tiers=tiers)
+        flat = [step for steps in points for step in steps]
+        flat_tiers = [set() for _ in flat]
+        priced = iter(price_many(wheel_est, flat, spec, tiers=flat_tiers))
+        want = [[sum(next(priced).values()) for _ in steps] for steps in points]
+        for k, t in enumerate(flat_tiers):
+            whole_tiers[k // len(points[0])] |= t
+        assert got == want and tiers == whole_tiers
