@@ -25,7 +25,7 @@ class Commands(TyperGroup):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
-        except typer.TyperException as exc:  # a bad root option (`perfledger --bogus`): the same one line
+        except click.ClickException as exc:  # a bad root option (`perfledger --bogus`): the same one line
             if not _usage_error(exc):
                 raise
             fail(f"{exc.format_message()} (see `perfledger --help`)", code=EXIT_USAGE, as_json="--json" in args)
@@ -40,7 +40,7 @@ class Commands(TyperGroup):
             fail(f"cannot read warehouse: {exc}", as_json=as_json)
         except LocationError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=as_json)
-        except typer.TyperException as exc:
+        except click.ClickException as exc:
             if not _usage_error(exc):
                 raise
             where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "perfledger"

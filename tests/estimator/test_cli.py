@@ -78,7 +78,7 @@ def test_moe_and_comm_commands():
     for old_spelling in ("--tp", "--ep"):  # renamed as `estimate static` names them; no hidden alias
         refused = _run("moe", *H200, "--quant", "fp8", "--hidden", "4096", "--inter", "1536", "--topk", "8",
                        "--experts", "128", old_spelling, "8", "--tokens", "3000", "--mode", "sol")
-        assert refused.exit_code == 2 and f"No such option: {old_spelling}" in refused.output
+        assert refused.exit_code == 2 and "No such option" in refused.output and repr(old_spelling) in refused.output
     res = _run("comm", "--system", "h200_sxm", "--op", "all_gather", "--num-gpus", "6", "--elements", "1000",
                "--data", "aic-package", "--json")
     assert res.exit_code == 1 and "num_gpus=6" in json.loads(res.stdout)["error"]
