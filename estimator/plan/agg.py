@@ -207,7 +207,7 @@ class AggPlan:
     reason: str | None = None
     steps: dict = field(default_factory=dict)  # (parallel label, batch, ctx_tokens) -> {"mixed", "decode"} op ms
     tiers: dict = field(default_factory=dict)  # with_tiers: the same keys -> source tiers of the point's ops
-    misses: list[str] = field(default_factory=list)  # with_tiers: why step lists could not be priced
+    misses: list[str] = field(default_factory=list)  # why step lists could not be priced (one message each)
 
 
 def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int] | None = None,
@@ -257,13 +257,13 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
     lists = [mixed_step(m, deploys[p], ctx_tokens=c, gen_requests=g, isl=q.isl, osl=q.osl, prefix=q.prefix)
              for p, c, g in mixed_keys]
     lists += [decode_step(m, deploys[p], gen_requests=g, isl=q.isl, osl=q.osl) for p, g in decode_keys]
-    tiers, misses = ([set() for _ in lists], []) if with_tiers else (None, None)
+    tiers, misses = [set() for _ in lists] if with_tiers else None, []
     priced = _price_or_miss(est, lists, spec, mode, tiers, misses)
     mixed = dict(zip(mixed_keys, priced[:len(mixed_keys)], strict=True))
     decode = dict(zip(decode_keys, priced[len(mixed_keys):], strict=True))
     mixed_tiers = dict(zip(mixed_keys, tiers[:len(mixed_keys)], strict=True)) if tiers else {}
     decode_tiers = dict(zip(decode_keys, tiers[len(mixed_keys):], strict=True)) if tiers else {}
-    rows, steps, point_tiers = [], {}, {}
+    rows, steps, point_tiers = [], {}, {}  # steps: the points priced
     for pt in points:
         s = pt.schedule
         mix_ops = mixed[(pt.parallel, pt.ctx_tokens, s.mix_gen)]
@@ -279,8 +279,10 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
             rows.append(row)
     frame = pl.DataFrame(rows, schema=_schema()) if rows else pl.DataFrame(schema=_schema())
     plan = select(frame, q, top_n=top_n)
-    plan.warnings, plan.steps, plan.tiers, plan.misses = warnings + plan.warnings, steps, point_tiers, misses or []
-    if not points:
+    plan.warnings, plan.steps, plan.tiers, plan.misses = warnings + plan.warnings, steps, point_tiers, misses
+    if points and not steps:  # every operating point missed data: not an SLA verdict
+        plan.reason = "missing data: no operating point could be priced" + (f" ({misses[0]})" if misses else "")
+    elif not points:
         plan.reason = ("does not fit: no configuration holds the model in GPU memory" if not saw_model else
                        "does not fit: the KV cache of even the smallest batch exceeds the memory budget" if not saw_kv
                        else "missing data: every point missed perf data")

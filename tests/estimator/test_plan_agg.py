@@ -144,6 +144,24 @@ def test_no_fit_and_too_tight_name_the_reason(wheel_est):
     assert big.top.is_empty() and big.reason.startswith("does not fit")
 
 
+@pytest.mark.aic
+def test_points_that_all_miss_data_name_missing_data_not_the_sla(tmp_path):
+    """A tree with the wheel's GEMM and comm data but no attention table: every layout fits and every operating
+    point misses, which is missing data (named), not "SLA too tight" (so the support matrix buckets it right)."""
+    from perfledger import settings
+    from perfledger.estimator.data.sources import TreeSource
+    from perfledger.estimator.session import Estimator
+
+    wheel = settings.aic_package_dir() / "systems" / "data" / "h200_sxm"
+    for family in ("gemm", "comm"):
+        (tmp_path / "h200_sxm" / family / "vllm").mkdir(parents=True)
+        (tmp_path / "h200_sxm" / family / "vllm" / "0.24.0").symlink_to(wheel / family / "vllm" / "0.24.0")
+    found = agg_search(Estimator(TreeSource(tmp_path)),
+                       Question("Qwen/Qwen3-32B", "h200_sxm", "vllm", 8, 4000, 500, 2000, 30, version="0.24.0"))
+    assert found.top.is_empty() and found.reason.startswith("missing data: no operating point could be priced")
+    assert "attention" in found.reason and found.misses
+
+
 @given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=40))
 def test_pareto_front_keeps_exactly_the_undominated_points(points):
     frame = pl.DataFrame({"x": [float(x) for x, _ in points], "y": [float(y) for _, y in points]})
