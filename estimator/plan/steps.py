@@ -42,6 +42,9 @@ def mixed_step(m: PricedModel, d: Deploy, *, ctx_tokens: int, gen_requests: int,
     whole = catalog()["mixed_step_whole_tokens"]
     shared = [(name, op, {**query, "seq": tokens} if op in whole else query, scale)
               for name, op, query, scale in pass_ops(m, d, tokens, True, 1, isl)]
+    cached = prefix * (ctx_tokens // isl)
+    if cached:
+        shared = cached_causal(shared, cached, tokens + cached, catalog()["cached_prefix"])
     ops = [op for op in shared if op[0] != ATTENTION]
     if len(ops) == len(shared):
         return ops
@@ -52,6 +55,22 @@ def mixed_step(m: PricedModel, d: Deploy, *, ctx_tokens: int, gen_requests: int,
         decode = pass_ops(m, d, gen_requests, False, gen_requests, decode_seq(isl, osl))
         ops += [(DECODE_ATTENTION, op, query, scale) for name, op, query, scale in decode if name == ATTENTION]
     return ops
+
+
+def cached_causal(ops: list, cached: int, length: int, rules: dict) -> list:
+    """Pass (1)'s causal MLA ops (models.yaml `cached_prefix` rules with `causal_share`: the MLA module, context MLA,
+    also inside a fallback op) over the step's whole length, new tokens plus the chunk's `cached` prefix tokens, at
+    the cached part's causal share 1 - (cached / length)^2, as 0.12.0 prices a mixed step's MLA block (probed per op:
+    Kimi-K3 and DeepSeek-V3 on vLLM's module, DeepSeek-V3's granular block on sglang). Other ops keep the new tokens."""
+    out = []
+    for name, op, query, scale in ops:
+        rule = rules.get(op)
+        if op == "fallback":
+            query = {**query, **{part: cached_causal(query[part], cached, length, rules) for part in ("primary", "fallback")}}
+        elif rule is not None and rule.get("causal_share"):
+            query, scale = {**query, rule["length"]: length}, scale * (1 - (cached / length) ** 2)
+        out.append((name, op, query, scale))
+    return out
 
 
 def decode_step(m: PricedModel, d: Deploy, *, gen_requests: int, isl: int, osl: int) -> list:
