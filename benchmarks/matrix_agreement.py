@@ -7,6 +7,11 @@
 qwen3-235b-a22b --label after`); each is compared with the imported state on the keys both hold
 (ledger/matrix/explain.py), and each disagreeing key falls in the first bucket below whose test matches, so the
 numbers in docs/ledger.md are reproducible.
+
+`--adjudicate` asks the oracle about every key where the imported state FAILs and we pass: the imported row's
+Command runs through the installed `aiconfigurator cli default` (0.12.0, on its wheel's data; SILICON as the row
+asks, then HYBRID where SILICON finds nothing for the mode, as HYBRID_PASS is graded), one run per distinct
+command, ~15-75 s each on Kimi-K3; those keys are then bucketed by 0.12.0's own verdict (`adjudicated`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 MODELS = ("moonshotai/Kimi-K3", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B")
@@ -52,6 +61,40 @@ def bucket(d: dict, wheel_cells: frozenset = frozenset()) -> str:
     return f"other ({theirs} vs ours {ours})"
 
 
+def reference_found(command: str, database_mode: str | None, work: Path) -> dict[str, bool]:
+    """Whether 0.12.0's `cli default` finds a config meeting the SLA, per mode, for an imported row's Command
+    (`uv run aiconfigurator cli default ...`) run through the installed reference, optionally in another database
+    mode; a run that finds nothing for a mode writes no best-config table for it."""
+    args = shlex.split(command)
+    args = [str(Path(sys.executable).with_name("aiconfigurator"))] + args[args.index("aiconfigurator") + 1:]
+    if database_mode:
+        if "--database-mode" in args:
+            args[args.index("--database-mode") + 1] = database_mode
+        else:
+            args += ["--database-mode", database_mode]
+    save = Path(tempfile.mkdtemp(dir=work))
+    subprocess.run([*args, "--save-dir", str(save), "--log-level", "WARNING"], capture_output=True, timeout=900)
+    return {mode: any(len(f.read_text().splitlines()) > 1 for f in save.glob(f"*/*/{mode}/best_config_topn.csv"))
+            for mode in ("agg", "disagg")}
+
+
+def adjudicated(d: dict, theirs_bucket: str, command: str, runs: dict, work: Path) -> str:
+    """A key where the imported state FAILs and we pass, bucketed by 0.12.0's own verdict (PASS when SILICON finds a
+    config, HYBRID_PASS when only HYBRID does, else FAIL); `runs` caches one reference run per (command, mode)."""
+    def found(database_mode):
+        if (command, database_mode) not in runs:
+            runs[(command, database_mode)] = reference_found(command, database_mode, work)
+        return runs[(command, database_mode)][d["Mode"]]
+
+    verdict = "PASS" if found(None) else "HYBRID_PASS" if found("HYBRID") else "FAIL"
+    their_reason = theirs_bucket.split("reference FAIL (")[1].split(")")[0]
+    if verdict == "FAIL":
+        return f"search parity gap: 0.12.0 fails too ({their_reason} imported), ours {d['ours']}"
+    if verdict == d["ours"]:
+        return f"imported state differs from 0.12.0: imported FAIL ({their_reason}), 0.12.0 and ours {verdict}"
+    return f"imported state differs from 0.12.0 (imported FAIL, {their_reason}); tier differs: 0.12.0 {verdict}, ours {d['ours']}"
+
+
 def wheel_cells() -> frozenset:
     """(system, backend, version) of the wheel's own support matrix (0.12.0's answer on the wheel's data)."""
     from perfledger import settings
@@ -61,17 +104,26 @@ def wheel_cells() -> frozenset:
     return frozenset(frame.select("System", "Backend", "Version").unique().iter_rows())
 
 
-def measure(wh, label: str, imported, models=MODELS, cells: frozenset = frozenset()) -> dict:
+def measure(wh, label: str, imported, models=MODELS, cells: frozenset = frozenset(), adjudicate: Path | None = None
+            ) -> dict:
+    """Per model: shared keys, agreement and the disagreements by bucket; `adjudicate` (a work folder): the keys
+    the imported state FAILs and we pass go to the reference (`adjudicated`)."""
     from perfledger.ledger.matrix.explain import model_disagreements
+    from perfledger.ledger.matrix.rules import load_rules
     from perfledger.ledger.matrix.store import resolve
 
     _, ours = resolve(wh, label)
+    key = [c for c in load_rules().key if c != "Architecture"]  # a disagreement row names the model and key[1:]
+    commands = {tuple(r[c] for c in key): r["Command"] for r in imported.iter_rows(named=True)}
+    runs: dict = {}
     out = {}
     for model in models:
         result = model_disagreements(ours, imported, model)
         buckets: dict[str, int] = {}
         for d in result["disagree"]:
             b = bucket(d, cells)
+            if adjudicate is not None and b.startswith("search parity gap: reference FAIL"):
+                b = adjudicated(d, b, commands[(model, *(d[c] for c in key[1:]))], runs, adjudicate)
             buckets[b] = buckets.get(b, 0) + 1
         shared = result["agree"] + len(result["disagree"])
         out[model] = {"shared": shared, "agree": result["agree"], "disagree": len(result["disagree"]),
@@ -90,11 +142,15 @@ def main() -> None:
     ap.add_argument("--imported", default=str(HEAD))
     ap.add_argument("--warehouse", default=None)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--adjudicate", action="store_true",
+                    help="run 0.12.0 on every key the imported state FAILs and we pass (minutes per model)")
     args = ap.parse_args()
     wh = Warehouse(resolve_root(args.warehouse))
     imported = read_matrix(Path(args.imported))
     cells = wheel_cells()
-    results = {label: measure(wh, label, imported, cells=cells) for label in args.ours}
+    with tempfile.TemporaryDirectory() as work:
+        results = {label: measure(wh, label, imported, cells=cells, adjudicate=Path(work) if args.adjudicate else None)
+                   for label in args.ours}
     if args.json:
         print(json.dumps(results, indent=1))
         return

@@ -19,7 +19,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-import yaml
 
 from perfledger import settings
 from perfledger.estimator.data.sources import first_wins
@@ -70,8 +69,10 @@ def _lane_defaults(est, system: str) -> tuple[dict, int | None]:
             raise ValueError(f"{path}: expected a mapping backend -> version -> sm -> lane")
         return doc
 
-    spec_doc = yaml.safe_load(Path(est.spec(system).source).read_text()) or {}
-    return est.memo(("lane_defaults_file",), build), (spec_doc.get("gpu") or {}).get("sm_version")
+    def sm_version():
+        return ((data_yaml(Path(est.spec(system).source)) or {}).get("gpu") or {}).get("sm_version")
+
+    return est.memo(("lane_defaults_file",), build), est.memo(("sm_version", system), sm_version)
 
 
 def _density(est, system, backend, version, table, slice_columns, shared: bool) -> dict:
