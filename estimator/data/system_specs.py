@@ -29,6 +29,7 @@ class SystemSpec:
     p2p_latency: float
     nccl_version: str
     source: str
+    sm_version: int | None = None  # the GPU's compute capability x 10 (90 Hopper, 100+ Blackwell), when the file says
 
     def tc_flops(self, dtype: str) -> float:
         """Peak tensor-core FLOP/s for a compute dtype; no silent fallback to bf16."""
@@ -74,6 +75,7 @@ def parse_spec(path: Path, name: str) -> SystemSpec:
         p2p_latency=float(node.get("p2p_latency", 0.0)),
         nccl_version=str(_require(doc, path, "misc", "nccl_version")),
         source=str(path),
+        sm_version=int(gpu["sm_version"]) if gpu.get("sm_version") is not None else None,
     )
 
 

@@ -242,3 +242,15 @@ def resolve(model: ModelConfig, backend: str, flags: dict[str, str | None], *,
         else:
             out[q] = {"quant": r["defaults"][q], "source": "default"}
     return out
+
+
+def planner_moe(quants: dict[str, dict[str, str]], model: ModelConfig, backend: str,
+                sm_version: int | None) -> dict[str, dict[str, str]]:
+    """`quants` with the MoE quant 0.12.0's planner prices an inferred MoE at on this backend and GPU generation
+    (`planner_moe_remap`, matched on the model's name as 0.12.0 matches its model path); a flagged MoE quant stands."""
+    if quants["moe"]["source"] == "flag" or sm_version is None:
+        return quants
+    for rule in rules_doc()["planner_moe_remap"]:
+        if model.name in rule["models"] and backend in rule["backends"] and sm_version >= rule["min_sm_version"]:
+            return {**quants, "moe": {"quant": rule["moe"], "source": quants["moe"]["source"]}}
+    return quants

@@ -103,6 +103,39 @@ def test_kimi_k3_plan_matches_aiconfigurator_cli_default(wheel_est, tmp_path, da
         assert not disagg.top and disagg.reason and not any(f.height for f in ref_disagg)
 
 
+@pytest.mark.aic
+def test_kimi_k3_on_blackwell_sglang_plans_its_experts_at_mxfp8_activations_as_the_reference(wheel_est, tmp_path):
+    """0.12.0's planner prices Kimi-K3's mxfp4 experts on sglang Blackwell at w4a8_mxfp4_mxfp8 (checkpoint_quant.yaml
+    `planner_moe_remap`); at the checkpoint's w4a16_mxfp4 the routed MoE was up to 2.5x slower and the best layout
+    flipped to etp2 ep8 (227.3 vs 240.7 tokens/s/GPU). Best per configuration and the 55-point front equal 0.12.0's."""
+    from tests.estimator.plan_oracle import assert_rows_equal, run_default
+
+    q = Question("moonshotai/Kimi-K3", "b200_sxm", "sglang", 128, 256, 256, 2000000.0, 50000.0, version="0.5.14",
+                 prefix=128)
+    ref, found = run_default(q, tmp_path), agg_search(wheel_est, q)
+    assert_rows_equal(found.top, ref["top"], "K3 b200 sglang best per configuration")
+    assert_rows_equal(found.pareto, ref["pareto"], "K3 b200 sglang agg Pareto front")
+    assert found.top["parallel"][0] == "tp8pp1dp2etp4ep4"
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("system,backend,flag,want", [("b200_sxm", "sglang", None, "w4a8_mxfp4_mxfp8"),
+                                                      ("gb200", "sglang", None, "w4a8_mxfp4_mxfp8"),
+                                                      ("h200_sxm", "sglang", None, "w4a16_mxfp4"),
+                                                      ("b200_sxm", "vllm", None, "w4a16_mxfp4"),
+                                                      ("b200_sxm", "sglang", "w4a16_mxfp4", "w4a16_mxfp4")])
+def test_planner_moe_lane_follows_gpu_generation_backend_and_flag(wheel_est, system, backend, flag, want):
+    """The planner's K3 MoE lane: mxfp8 activations on sglang Blackwell only; Hopper, another backend or a flagged
+    MoE quant keep their quant (the flag with source "flag")."""
+    from perfledger.estimator.models.config import resolve_model
+    from perfledger.estimator.plan.question import role_quants
+
+    q = Question("moonshotai/Kimi-K3", system, backend, 16, 256, 256, 1e6, 1e6, version="0", moe_quant=flag)
+    for context in (True, False):
+        got = role_quants(wheel_est, resolve_model(q.model), q, context=context)["moe"]
+        assert got == {"quant": want, "source": "flag" if flag else "checkpoint"}
+
+
 def test_search_space_is_the_reference_enumeration():
     dense = enumerate_parallel("agg", moe=False, backend="vllm", system="h200_sxm", total_gpus=8)
     assert [p.tp for p in dense] == [1, 2, 4, 8] and all(p.gpus == p.tp for p in dense)

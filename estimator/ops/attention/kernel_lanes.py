@@ -16,8 +16,6 @@ lanes by density, then `default`, then other labels by density. No file or no en
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 
 from perfledger import settings
@@ -69,10 +67,7 @@ def _lane_defaults(est, system: str) -> tuple[dict, int | None]:
             raise ValueError(f"{path}: expected a mapping backend -> version -> sm -> lane")
         return doc
 
-    def sm_version():
-        return ((data_yaml(Path(est.spec(system).source)) or {}).get("gpu") or {}).get("sm_version")
-
-    return est.memo(("lane_defaults_file",), build), est.memo(("sm_version", system), sm_version)
+    return est.memo(("lane_defaults_file",), build), est.spec(system).sm_version
 
 
 def _density(est, system, backend, version, table, slice_columns, shared: bool) -> dict:
