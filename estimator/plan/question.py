@@ -70,8 +70,9 @@ class Question:
 
 def role_quants(est, config: ModelConfig, q: Question, *, context: bool) -> dict[str, dict[str, str]]:
     """The quants 0.12.0's planner prices a role at: the flags, else the checkpoint without its model builder's FMHA
-    guards and with its planner's MoE lane per GPU generation (quant/checkpoint.planner_moe); a context-using role (agg, prefill) then settles an inferred fp8 FMHA by the data (quant/context_fmha.py),
-    a decode role keeps it (no generation table keys on FMHA)."""
+    guards and with its planner's MoE lane per GPU generation (quant/checkpoint.planner_moe); a context-using role
+    (agg, prefill) then settles an inferred fp8 FMHA by the data (quant/context_fmha.py), a decode role keeps it (no
+    generation table keys on FMHA)."""
     quants = planner_moe(resolve_quants(config, q.backend, q.quants, builder_guards=False), config, q.backend,
                          est.spec(q.system).sm_version)
     if not context:
