@@ -78,7 +78,7 @@ def reference_found(command: str, database_mode: str | None, work: Path) -> dict
             for mode in ("agg", "disagg")}
 
 
-def adjudicated(d: dict, theirs_bucket: str, command: str, runs: dict, work: Path) -> str:
+def adjudicated(d: dict, command: str, runs: dict, work: Path) -> str:
     """A key where the imported state FAILs and we pass, bucketed by 0.12.0's own verdict (PASS when SILICON finds a
     config, HYBRID_PASS when only HYBRID does, else FAIL); `runs` caches one reference run per (command, mode)."""
     def found(database_mode):
@@ -87,7 +87,7 @@ def adjudicated(d: dict, theirs_bucket: str, command: str, runs: dict, work: Pat
         return runs[(command, database_mode)][d["Mode"]]
 
     verdict = "PASS" if found(None) else "HYBRID_PASS" if found("HYBRID") else "FAIL"
-    their_reason = theirs_bucket.split("reference FAIL (")[1].split(")")[0]
+    their_reason = FACTS.search(d["imported_reason"]).group(0)
     if verdict == "FAIL":
         return f"search parity gap: 0.12.0 fails too ({their_reason} imported), ours {d['ours']}"
     if verdict == d["ours"]:
@@ -123,7 +123,7 @@ def measure(wh, label: str, imported, models=MODELS, cells: frozenset = frozense
         for d in result["disagree"]:
             b = bucket(d, cells)
             if adjudicate is not None and b.startswith("search parity gap: reference FAIL"):
-                b = adjudicated(d, b, commands[(model, *(d[c] for c in key[1:]))], runs, adjudicate)
+                b = adjudicated(d, commands[(model, *(d[c] for c in key[1:]))], runs, adjudicate)
             buckets[b] = buckets.get(b, 0) + 1
         shared = result["agree"] + len(result["disagree"])
         out[model] = {"shared": shared, "agree": result["agree"], "disagree": len(result["disagree"]),

@@ -174,8 +174,8 @@ def sweep_points(mm: MemoryModel, backend: dict, p: Parallel, isl: int, osl: int
     return out, saw_model, saw_kv
 
 
-def _price_or_miss(est, op_lists: list, spec, mode: str, tiers: list[set] | None = None,
-                   misses: list[str] | None = None) -> list[dict | None]:
+def _price_or_miss(est, op_lists: list, spec, mode: str, tiers: list[set] | None, misses: list[str]
+                   ) -> list[dict | None]:
     """price_many, and where a batch misses, each list alone (a point without data is skipped, not the search);
     `tiers` (one set per list) collects source tiers, `misses` the error of each list that missed."""
     try:
@@ -189,8 +189,7 @@ def _price_or_miss(est, op_lists: list, spec, mode: str, tiers: list[set] | None
                 out.append(price_many(est, [ops], spec, mode, None if tiers is None else [tiers[i]])[0])
             except EstimatorError as exc:
                 out.append(None)
-                if misses is not None:
-                    misses.append(str(exc))
+                misses.append(str(exc))
         return out
 
 

@@ -100,10 +100,10 @@ def price_steps(est, passes: list[list[OpList]], spec, mode: str = "silicon",
     layout = []  # per point: (its first list's index, the later steps' indices, whether those are own ops only)
     for steps in passes:
         first = steps[0]
-        own = {i for i, op in enumerate(first) if any(step[i] is not op for step in steps[1:])}
+        own = [i for i, op in enumerate(first) if any(step[i] is not op for step in steps[1:])]
         split = not ({first[i][0] for i in own} & {op[0] for i, op in enumerate(first) if i not in own})
         start = len(lists)
-        lists += [first] + [[step[i] for i in sorted(own)] if split else step for step in steps[1:]]
+        lists += [first] + [[step[i] for i in own] if split else step for step in steps[1:]]
         layout.append((start, range(start + 1, len(lists)), split))
     list_tiers = [set() for _ in lists] if tiers is not None else None
     priced = price_many(est, lists, spec, mode, list_tiers)

@@ -4,29 +4,15 @@ shared between steps."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from perfledger.estimator.errors import EstimatorError
-from perfledger.estimator.models.config import catalog, read_config
 from perfledger.estimator.models.plans.registry import PLANS, LayerPlan, load_model
 from perfledger.estimator.static import Deploy, decode_passes, pass_ops
 
 SEQS = [1001, 1033, 4097]
-
-
-def _wheel_models() -> list[Path]:
-    wheel = pytest.importorskip("aiconfigurator_core")
-    arches = catalog()["architectures"]
-    out = []
-    for path in sorted((Path(wheel.__file__).parent / "model_configs").glob("*_config.json")):
-        if not path.name.endswith("_hf_quant_config.json"):
-            arch = (json.loads(path.read_text()).get("architectures") or ["?"])[0]
-            out += [path] if arch in arches else []
-    return out
 
 
 def _deploys(m) -> list[Deploy]:
@@ -48,10 +34,11 @@ def _assert_passes_equal_pass_ops(m, d: Deploy, batch: int) -> None:
         assert all(p[i] is first for p in passes[1:]) or passes[0][i] != passes[-1][i], first[0]
 
 
-def test_every_registered_plan_builds_decode_passes_equal_to_pass_ops():
+def test_every_registered_plan_builds_decode_passes_equal_to_pass_ops(sweep):
+    """Every wheel model config models.yaml prices (the static sweep's list), each registered plan at least once."""
     checked: dict[str, int] = {}
-    for path in _wheel_models():
-        m = load_model(read_config(path, path.name))
+    for name, _ in sweep.models():
+        m = load_model(name)
         for d in _deploys(m):
             try:
                 pass_ops(m, d, 8, False, 8, SEQS[0])
