@@ -1,7 +1,7 @@
 """Agreement of our built support matrix with an imported state, per model, every disagreement bucketed.
 
     .venv/bin/python benchmarks/matrix_agreement.py --ours before --ours after \
-        [--imported ../shared/aic/support_matrix/head-095f58a] [--warehouse var/warehouse] [--json]
+        [--imported ../shared/aic/support_matrix/head-095f58a] [--warehouse var/warehouse] [--models A,B] [--json]
 
 `--ours` names stored snapshot labels (build them first: `perfledger matrix build kimi-k3 deepseek-v3
 qwen3-235b-a22b --label after`); each is compared with the imported state on the keys both hold
@@ -12,6 +12,7 @@ numbers in docs/ledger.md are reproducible.
 Command runs through the installed `aiconfigurator cli default` (0.12.0, on its wheel's data; SILICON as the row
 asks, then HYBRID where SILICON finds nothing for the mode, as HYBRID_PASS is graded), one run per distinct
 command, ~15-75 s each on Kimi-K3; those keys are then bucketed by 0.12.0's own verdict (`adjudicated`).
+`--models` (comma-separated HF ids, default all of MODELS) limits the comparison, and so the adjudication, to those.
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ def main() -> None:
     ap.add_argument("--ours", action="append", required=True, help="stored snapshot label (repeat: before, after)")
     ap.add_argument("--imported", default=str(HEAD))
     ap.add_argument("--warehouse", default=None)
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated HF ids (default: all of MODELS)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--adjudicate", action="store_true",
                     help="run 0.12.0 on every key the imported state FAILs and we pass (minutes per model)")
@@ -149,7 +151,8 @@ def main() -> None:
     imported = read_matrix(Path(args.imported))
     cells = wheel_cells()
     with tempfile.TemporaryDirectory() as work:
-        results = {label: measure(wh, label, imported, cells=cells, adjudicate=Path(work) if args.adjudicate else None)
+        results = {label: measure(wh, label, imported, args.models.split(","), cells,
+                                  adjudicate=Path(work) if args.adjudicate else None)
                    for label in args.ours}
     if args.json:
         print(json.dumps(results, indent=1))

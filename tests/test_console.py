@@ -68,3 +68,23 @@ def test_progress_is_silent_when_quiet_even_on_a_terminal():
     script = ("from perfledger.console import progress\nwith progress(4, 'pricing cells', quiet=True) as bar:\n"
               "    bar.update(4, 4)\n")
     assert stderr_on_a_terminal([sys.executable, "-c", script]) == (0, b"")
+
+
+_THREADS_AFTER_NUMPY = ("import os, sys; from perfledger.console import without_blas_threads\n"
+                        "if sys.argv[1] == 'call': without_blas_threads()\n"
+                        "import numpy\n"
+                        "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
+def test_without_blas_threads_loads_numpy_single_threaded_and_keeps_a_users_setting():
+    def run(mode: str, **env: str) -> list[str]:
+        clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        out = subprocess.run([sys.executable, "-c", _THREADS_AFTER_NUMPY, mode], env={**clean, **env},
+                             capture_output=True, text=True, check=True, timeout=120).stdout
+        return out.split()
+
+    assert run("call") == ["1", "1"]
+    assert run("call", OPENBLAS_NUM_THREADS="2") == ["2", "2"]
+    if (os.cpu_count() or 1) > 1:
+        assert int(run("skip")[0]) > 1  # the threads it avoids: OpenBLAS starts one per core by default
