@@ -300,25 +300,43 @@ def _binder(ops: list):
 SEQUENCE_FIELDS = ("isl", "seq")
 
 
+def map_leaf_ops(ops: list, leaf) -> list:
+    """`ops` with every leaf op's (query, scale) replaced by leaf(op, query, scale), also inside fallback and overlap
+    groups (which keep their own query and scale)."""
+    out = []
+    for name, op, query, scale in ops:
+        if op == "fallback":
+            query = {**query, **{part: map_leaf_ops(query[part], leaf) for part in ("primary", "fallback")}}
+        elif op == "overlap":
+            query = {**query, "groups": [map_leaf_ops(g, leaf) for g in query["groups"]]}
+        else:
+            query, scale = leaf(op, query, scale)
+        out.append((name, op, query, scale))
+    return out
+
+
+def prefix_rule(rule: dict, query: dict, scale: float, prefix: int, isl: int) -> tuple[dict, float]:
+    """One op under its models.yaml `cached_prefix` rule, `prefix` of `isl` tokens cached: the rule's length field
+    at the whole or the new length, the prefix as a query field where the op takes it, the causal share
+    1 - (prefix / isl)^2 where the op's kernel runs causally over both."""
+    query = {**query, rule["length"]: isl if rule["at"] == "whole" else isl - prefix}
+    if rule.get("prefix"):
+        query["prefix"] = prefix
+    if rule.get("causal_share"):
+        scale *= 1 - (prefix / isl) ** 2
+    return query, scale
+
+
 def with_prefix(ops: list, prefix: int, isl: int, rules: dict, *, where: str) -> list:
     """A context pass's ops with `prefix` of each request's `isl` cached, per op kind as models.yaml `cached_prefix`
     says (also inside fallback / overlap groups); an op kind that sees the sequence without a rule is refused rather
     than priced as if nothing were cached."""
-    out = []
-    for name, op, query, scale in ops:
-        if op == "fallback":
-            query = {part: with_prefix(query[part], prefix, isl, rules, where=where) for part in ("primary", "fallback")}
-        elif op == "overlap":
-            query = {**query, "groups": [with_prefix(g, prefix, isl, rules, where=where) for g in query["groups"]]}
-        elif op in rules:
-            rule = rules[op]
-            query = {**query, rule["length"]: isl if rule["at"] == "whole" else isl - prefix}
-            if rule.get("prefix"):
-                query["prefix"] = prefix
-            if rule.get("causal_share"):
-                scale *= 1 - (prefix / isl) ** 2
-        elif any(field in query for field in SEQUENCE_FIELDS):
+    def leaf(op, query, scale):
+        if op in rules:
+            return prefix_rule(rules[op], query, scale, prefix, isl)
+        if any(field in query for field in SEQUENCE_FIELDS):
             raise UnsupportedModelError(f"{where}: a cached prefix is not priced for the {op} op "
                                         f"({MODELS_YAML.name} `cached_prefix` has no rule for it)")
-        out.append((name, op, query, scale))
-    return out
+        return query, scale
+
+    return map_leaf_ops(ops, leaf)

@@ -19,7 +19,7 @@ from math import ceil
 
 from perfledger.estimator.models.config import catalog
 from perfledger.estimator.models.priced import PricedModel
-from perfledger.estimator.static import Deploy, pass_ops
+from perfledger.estimator.static import Deploy, map_leaf_ops, pass_ops, prefix_rule
 
 ATTENTION = "attention"  # the op name passes (2) and (3) price
 DECODE_ATTENTION = "generation_attention"
@@ -62,15 +62,9 @@ def cached_causal(ops: list, cached: int, length: int, rules: dict) -> list:
     also inside a fallback op) over the step's whole length, new tokens plus the chunk's `cached` prefix tokens, at
     the cached part's causal share 1 - (cached / length)^2, as 0.12.0 prices a mixed step's MLA block (probed per op:
     Kimi-K3 and DeepSeek-V3 on vLLM's module, DeepSeek-V3's granular block on sglang). Other ops keep the new tokens."""
-    out = []
-    for name, op, query, scale in ops:
-        rule = rules.get(op)
-        if op == "fallback":
-            query = {**query, **{part: cached_causal(query[part], cached, length, rules) for part in ("primary", "fallback")}}
-        elif rule is not None and rule.get("causal_share"):
-            query, scale = {**query, rule["length"]: length}, scale * (1 - (cached / length) ** 2)
-        out.append((name, op, query, scale))
-    return out
+    causal = {op: rule for op, rule in rules.items() if rule.get("causal_share")}
+    return map_leaf_ops(ops, lambda op, query, scale: prefix_rule(causal[op], query, scale, cached, length)
+                        if op in causal else (query, scale))
 
 
 def decode_step(m: PricedModel, d: Deploy, *, gen_requests: int, isl: int, osl: int) -> list:
