@@ -74,7 +74,8 @@ def register(app: typer.Typer) -> None:
         (weights, kv, activations, runtime, total, capacity, fits, kv_budget, kv_fits; null when unsized);
         --breakdown adds "breakdown": {"unit": "ms", "decode_steps", "ops": {op: {context, decode_per_step,
         decode_total}}}."""
-        from perfledger.console import emit_json, without_blas_threads
+        from perfledger.blas import without_blas_threads
+        from perfledger.console import emit_json
 
         without_blas_threads()
         from perfledger.estimator.models.memory import static_memory

@@ -93,7 +93,8 @@ def register(app: typer.Typer) -> None:
         """The best way to serve a model on N GPUs under a TTFT / TPOT SLA: agg vs disagg, layouts, workers, batch.
 
         Exit 1 when no mode finds a config meeting the SLA (each mode's reason printed)."""
-        from perfledger.console import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, progress, without_blas_threads
+        from perfledger.blas import without_blas_threads
+        from perfledger.console import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, progress
 
         without_blas_threads()
         from perfledger.estimator.errors import EstimatorError

@@ -64,7 +64,7 @@ def load_package_yaml(name: str) -> Any:
 
 
 class _Dumper(yaml.SafeDumper):
-    """SafeDumper that indents lists under their key (kubectl style) and never emits aliases."""
+    """SafeDumper that indents lists under their key (as most hand-written manifests do) and never emits aliases."""
 
     def increase_indent(self, flow: bool = False, indentless: bool = False):
         return super().increase_indent(flow, False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any, NoReturn
@@ -22,13 +21,6 @@ def _default(value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return str(value)
-
-
-def without_blas_threads() -> None:
-    """Load numpy without OpenBLAS's worker threads: they start one per core and spin, and the estimator's numpy
-    work is elementwise (no matrix products), so they only burn CPU, ~0.15 s of a cold `perfledger plan` on 2
-    cores. Call before numpy is first imported; an OPENBLAS_NUM_THREADS already set wins."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def emit_json(payload: Any) -> None:

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from perfledger.blas import THREAD_VARIABLES
 from perfledger.console import number, print_table, progress
 
 
@@ -70,22 +71,23 @@ def test_progress_is_silent_when_quiet_even_on_a_terminal():
     assert stderr_on_a_terminal([sys.executable, "-c", script]) == (0, b"")
 
 
-_THREADS_AFTER_NUMPY = ("import os, sys; from perfledger.console import without_blas_threads\n"
+_THREADS_AFTER_NUMPY = ("import os, sys; from perfledger.blas import without_blas_threads\n"
                         "if sys.argv[1] == 'call': without_blas_threads()\n"
                         "import numpy\n"
                         "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))")
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
-def test_without_blas_threads_loads_numpy_single_threaded_and_keeps_a_users_setting():
+def test_without_blas_threads_loads_numpy_single_threaded_and_keeps_a_users_settings():
     def run(mode: str, **env: str) -> list[str]:
-        # OpenBLAS also reads OMP_ / GOTO_NUM_THREADS (the collector sets OMP_NUM_THREADS for its workers)
-        clean = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")}
+        # the collector puts OMP_NUM_THREADS into an xdist worker's environment
+        clean = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
         out = subprocess.run([sys.executable, "-c", _THREADS_AFTER_NUMPY, mode], env={**clean, **env},
                              capture_output=True, text=True, check=True, timeout=120).stdout
         return out.split()
 
     assert run("call") == ["1", "1"]
     assert run("call", OPENBLAS_NUM_THREADS="2") == ["2", "2"]
+    assert run("call", OMP_NUM_THREADS="2") == ["2", "None"]  # a lower-priority variable the user set is respected
     if len(os.sched_getaffinity(0)) > 1:
         assert int(run("skip")[0]) > 1  # the threads it avoids: OpenBLAS starts one per core by default
