@@ -32,7 +32,7 @@ from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.quant.context_fmha import resolve_by_data
 
 # the layer plans that price attention data parallelism (MoE over every rank's tokens, moe_dispatch.yaml's collectives)
-ATTENTION_DP_KINDS = ("moe", "deepseek", "glm5", "kimi_k3", "qwen35")
+ATTENTION_DP_KINDS = ("moe", "deepseek", "deepseek_v4", "glm5", "kimi_k3", "qwen35")
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class Deploy:
     # ((phase, comm backend), ...): the MoE all-to-all the planner prices the layout through (plan/large_ep.py)
     moe_a2a: tuple[tuple[str, str], ...] = ()
     a2a_nodes: int = 1  # the nodes that all-to-all spans
+    sm_version: int | None = None  # the system's GPU generation (filled from its spec where quants are resolved)
 
 
 def price(est, ops, spec, mode: str = "silicon", energy: dict[str, float] | None = None) -> dict[str, float]:
@@ -120,7 +121,7 @@ def static(est, model: str | ModelConfig, d: Deploy, *, batch: int, isl: int, os
     quants = resolve_by_data(quants, config.architecture, est, d.system, d.backend, d.version,
                              shared=mode in SHARED_MODES)
     m = under_flags(m, config.architecture, quants)
-    d = replace(d, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
+    d = replace(d, sm_version=est.spec(d.system).sm_version, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
     if backends and d.backend not in backends:
         raise UnsupportedModelError(f"{config.name}: the {m.family['kind']} layer plan is assembled for backends "
                                     f"{', '.join(backends)} only ({MODELS_YAML.name} `backends`), not {d.backend}")

@@ -223,7 +223,8 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
     quants = role_quants(est, config, q, context=True)
     m = under_flags(load_model(config), config.architecture, quants)
     labels = {role: v["quant"] for role, v in quants.items()}
-    base = Deploy(q.system, q.backend, q.version, nextn=q.nextn, **{f"{r}_quant": v for r, v in labels.items()})
+    base = Deploy(q.system, q.backend, q.version, nextn=q.nextn, sm_version=est.spec(q.system).sm_version,
+                  **{f"{r}_quant": v for r, v in labels.items()})
     if m.family.get("backends") and q.backend not in m.family["backends"]:
         raise UnsupportedModelError(f"{config.name}: no layer plan for backend {q.backend}")
     warnings = [] if not q.nextn or q.nextn_accepted is not None else [

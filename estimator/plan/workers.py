@@ -54,9 +54,10 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
     quants = role_quants(est, config, q, context=role == "prefill")
     m = under_flags(load_model(config), config.architecture, quants)
     doc = settings()
-    base = Deploy(q.system, q.backend, q.version, **{f"{k}_quant": v["quant"] for k, v in quants.items()})
-    memory = memory_model(config, q.system, q.backend, q.version, quants)
     spec = est.spec(q.system)
+    base = Deploy(q.system, q.backend, q.version, sm_version=spec.sm_version,
+                  **{f"{k}_quant": v["quant"] for k, v in quants.items()})
+    memory = memory_model(config, q.system, q.backend, q.version, quants)
     is_moe = bool(getattr(m.dims, "experts", 0))
     layouts = enumerate_parallel(role, moe=is_moe, backend=q.backend, system=q.system, total_gpus=q.total_gpus)
     if batches is None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from perfledger.estimator.errors import EstimatorError
+from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import ModelConfig
 from perfledger.safe_io import data_yaml
 
@@ -247,10 +247,20 @@ def resolve(model: ModelConfig, backend: str, flags: dict[str, str | None], *,
 def planner_moe(quants: dict[str, dict[str, str]], model: ModelConfig, backend: str,
                 sm_version: int | None) -> dict[str, dict[str, str]]:
     """`quants` with the MoE quant 0.12.0's planner prices an inferred MoE at on this backend and GPU generation
-    (`planner_moe_remap`, matched on the model's name as 0.12.0 matches its model path); a flagged MoE quant stands."""
-    if quants["moe"]["source"] == "flag" or sm_version is None:
+    (`planner_moe_remap`: by model name, or by architecture and checkpoint label); a flagged MoE quant stands. A
+    checkpoint its planner refuses on this generation (`planner_refused_checkpoints`) is refused here."""
+    if sm_version is None:
+        return quants
+    for refusal in rules_doc()["planner_refused_checkpoints"]:
+        if sm_version in refusal["sm_versions"] and model.name in refusal["instead"]:
+            raise UnsupportedModelError(f"{model.name} {refusal['reason']} (sm {sm_version}); use "
+                                        f"{refusal['instead'][model.name]} instead")
+    if quants["moe"]["source"] == "flag":
         return quants
     for rule in rules_doc()["planner_moe_remap"]:
-        if model.name in rule["models"] and backend in rule["backends"] and sm_version >= rule["min_sm_version"]:
+        named = model.name in rule["models"] if "models" in rule else (
+            model.architecture in rule["architectures"] and quants["moe"]["quant"] == rule["from"])
+        generation = rule["min_sm_version"] <= sm_version <= rule.get("max_sm_version", sm_version)
+        if named and generation and backend in rule["backends"]:
             return {**quants, "moe": {"quant": rule["moe"], "source": quants["moe"]["source"]}}
     return quants

@@ -5,11 +5,14 @@ its 3-decimal values."""
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.plan.agg import agg_search, best_steps, ctx_budgets, rules, schedule
 from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, QuestionError
@@ -119,6 +122,27 @@ def test_kimi_k3_on_blackwell_sglang_plans_its_experts_at_mxfp8_activations_as_t
 
 
 @pytest.mark.aic
+def test_deepseek_v4_on_blackwell_sglang_plans_its_fp4_experts_and_attention_dp_as_the_reference(wheel_est, tmp_path):
+    """DeepSeek-V4-Flash 4 x b200 sglang: exited 1 before (no w4a8_mxfp4_mxfp8 MoE slice in agg, every attention-DP
+    prefill refused in disagg). Now the agg rows, the 85-point agg front and the disagg top rows equal 0.12.0's; its agg
+    top 5 also holds a context-parallel layout (tp1 dp1 etp2 cp2), which we do not enumerate."""
+    from perfledger.estimator.plan.search import plan
+    from tests.estimator.plan_oracle import assert_rows_equal, run_default
+
+    q = Question("deepseek-ai/DeepSeek-V4-Flash", "b200_sxm", "sglang", 4, 2000, 200, 2000.0, 40.0, version="0.5.14")
+    ref, found = run_default(q, tmp_path), agg_search(wheel_est, q)
+    ref_top = ref["top"].filter(~pl.col("parallel").str.contains("cp"))
+    assert ref_top.height == ref["top"].height - 1
+    assert_rows_equal(found.top.head(ref_top.height), ref_top, "DSV4 b200 sglang best per configuration")
+    assert_rows_equal(found.pareto, ref["pareto"], "DSV4 b200 sglang agg Pareto front")
+    (ref_disagg,) = [pl.read_csv(f) for f in tmp_path.glob("*/*/disagg/best_config_topn.csv")]
+    ours = plan(wheel_est, q, modes=("disagg",)).modes["disagg"].top
+    assert len(ours) == ref_disagg.height
+    for column, theirs in (("tokens_per_s_per_gpu", "tokens/s/gpu"), ("tokens_per_s_per_user", "tokens/s/user")):
+        assert [row[column] for row in ours] == pytest.approx(ref_disagg[theirs].to_list(), rel=1e-4)
+
+
+@pytest.mark.aic
 @pytest.mark.parametrize("system,backend,flag,want", [("b200_sxm", "sglang", None, "w4a8_mxfp4_mxfp8"),
                                                       ("gb200", "sglang", None, "w4a8_mxfp4_mxfp8"),
                                                       ("h200_sxm", "sglang", None, "w4a16_mxfp4"),
@@ -134,6 +158,44 @@ def test_planner_moe_lane_follows_gpu_generation_backend_and_flag(wheel_est, sys
     for context in (True, False):
         got = role_quants(wheel_est, resolve_model(q.model), q, context=context)["moe"]
         assert got == {"quant": want, "source": "flag" if flag else "checkpoint"}
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("model,system,backend,want", [
+    ("deepseek-ai/DeepSeek-V4-Flash", "b200_sxm", "sglang", "w4a8_mxfp4_mxfp8_trtllm"),
+    ("deepseek-ai/DeepSeek-V4-Pro", "gb200", "sglang", "w4a8_mxfp4_mxfp8_trtllm"),
+    ("deepseek-ai/DeepSeek-V4-Flash", "b200_sxm", "trtllm", "w4a8_mxfp4_mxfp8"),
+    ("nvidia/DeepSeek-V4-Flash-NVFP4", "b200_sxm", "sglang", "nvfp4"),
+    ("sgl-project/DeepSeek-V4-Flash-FP8", "h200_sxm", "sglang", "fp8_block"),
+    ("native-fp4-copy", "h200_sxm", "sglang", "w4a16_mxfp4_cutlass"),
+    ("native-fp4-copy", "h200_sxm", "vllm", "w4a8_mxfp4_mxfp8")])
+def test_planner_moe_lane_of_deepseek_v4_follows_its_experts_gpu_generation_and_backend(wheel_est, tmp_path, model,
+                                                                                       system, backend, want):
+    """DeepSeek-V4's native fp4 experts (checkpoint label w4a8_mxfp4_mxfp8) on sglang: the trtllm-gen lane on
+    Blackwell, the cutlass w4a16 one on Hopper (an unnamed checkpoint: 0.12.0 refuses the released ones there);
+    NVFP4 and FP8 checkpoints and other backends keep their label."""
+    from perfledger.estimator.models.config import read_config, resolve_model
+    from perfledger.estimator.plan.question import role_quants
+
+    if model == "native-fp4-copy":  # the V4-Flash config under a path 0.12.0's refusal list does not name
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(resolve_model("deepseek-ai/DeepSeek-V4-Flash").config))
+        config = read_config(path)
+    else:
+        config = resolve_model(model)
+    q = Question(config.name, system, backend, 8, 256, 256, 1e6, 1e6, version="0")
+    assert role_quants(wheel_est, config, q, context=False)["moe"] == {"quant": want, "source": "checkpoint"}
+
+
+@pytest.mark.aic
+def test_native_fp4_deepseek_v4_on_hopper_is_refused_naming_the_fp8_checkpoint(wheel_est):
+    from perfledger.estimator.models.config import resolve_model
+    from perfledger.estimator.plan.question import role_quants
+
+    q = Question("deepseek-ai/DeepSeek-V4-Pro", "h200_sxm", "trtllm", 8, 256, 256, 1e6, 1e6, version="0",
+                 moe_quant="fp8_block")
+    with pytest.raises(UnsupportedModelError, match="native FP4 routed-expert.*use sgl-project/DeepSeek-V4-Pro-FP8"):
+        role_quants(wheel_est, resolve_model(q.model), q, context=True)
 
 
 def test_search_space_is_the_reference_enumeration():

@@ -13,6 +13,7 @@ from perfledger.cli import app
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.plan.space import ParallelWidthError, check_moe_width
 from perfledger.estimator.static import Deploy, static, with_prefix
+from tests.estimator.conftest import assert_static_equals_compiled
 
 pytestmark = pytest.mark.aic
 KNOBS = [("Qwen/Qwen3-32B", dict(tp=2, pp=2), dict(tp_size=2, pp_size=2)),
@@ -75,6 +76,36 @@ def test_knobs_match_reference_per_op(wheel_est, oracle, backend, version, model
         assert ours["context"]["p2p"] > 0 and ours["generation"]["p2p"] > 0
     assert ours["ttft_ms"] == pytest.approx(ttft, rel=1e-9)
     assert ours["tpot_ms"] == pytest.approx(gen_ms / 69, rel=1e-9)
+
+
+# attention DP off h200: TRT-LLM on sm 100 gathers fp8 / fp8_block / nvfp4 MoE activations quantized before the
+# experts (moe_dispatch.yaml `quantized_pre`; gb300, sm 103, and w4a8_mxfp4_mxfp8 at half), on the GQA MoE, MLA and
+# DeepSeek-V4 plans; DeepSeek-V4 under attention DP on SGLang (its Blackwell MoE lane) and vLLM
+REF_KNOB = {"tp": "tp_size", "attention_dp": "attention_dp_size", "moe_tp": "moe_tp_size", "moe_ep": "moe_ep_size",
+            "gemm_quant": "gemm_quant_mode", "moe_quant": "moe_quant_mode", "kv_quant": "kvcache_quant_mode",
+            "fmha_quant": "fmha_quant_mode"}
+DSV4_TRTLLM = dict(gemm_quant="fp8_block", kv_quant="fp8")
+GPU_DP = [("b200_sxm", "trtllm", "1.3.0rc20", "Qwen/Qwen3-30B-A3B", dict(tp=1, attention_dp=4, moe_ep=4, moe_quant="fp8")),
+          ("gb200", "trtllm", "1.3.0rc20", "Qwen/Qwen3-30B-A3B", dict(tp=1, attention_dp=8, moe_ep=8, moe_quant="nvfp4")),
+          ("gb300", "trtllm", "1.3.0rc20", "Qwen/Qwen3-30B-A3B", dict(tp=1, attention_dp=4, moe_ep=4, moe_quant="nvfp4")),
+          ("b200_sxm", "trtllm", "1.3.0rc20", "deepseek-ai/DeepSeek-V3",
+           dict(tp=1, attention_dp=8, moe_ep=8, moe_quant="nvfp4", fmha_quant="bfloat16")),
+          ("b200_sxm", "trtllm", "1.3.0rc23", "deepseek-ai/DeepSeek-V4-Flash",
+           dict(tp=1, attention_dp=4, moe_ep=4, moe_quant="fp8_block", **DSV4_TRTLLM)),
+          ("b200_sxm", "trtllm", "1.3.0rc23", "deepseek-ai/DeepSeek-V4-Flash",
+           dict(tp=1, attention_dp=4, moe_ep=4, moe_quant="w4a8_mxfp4_mxfp8", **DSV4_TRTLLM)),
+          ("b200_sxm", "sglang", "0.5.14", "deepseek-ai/DeepSeek-V4-Flash",
+           dict(tp=2, attention_dp=4, moe_ep=8, moe_quant="w4a8_mxfp4_mxfp8_trtllm")),
+          ("b200_sxm", "vllm", "0.24.0", "deepseek-ai/DeepSeek-V4-Flash", dict(tp=1, attention_dp=8, moe_ep=8))]
+
+
+@pytest.mark.parametrize("system,backend,version,model,knobs", GPU_DP)
+def test_attention_dp_dispatch_per_gpu_generation_matches_reference(wheel_est, oracle, system, backend, version, model,
+                                                                     knobs):
+    ours = static(wheel_est, model, Deploy(system, backend, version, **knobs), batch=8, isl=1000, osl=70)
+    engine = oracle.EngineHandle.compile(model, system, backend, backend_version=version,
+                                         **{REF_KNOB[k]: v for k, v in knobs.items()})
+    assert_static_equals_compiled(ours, engine, (8, 1000, 70), op_rel=1e-9)
 
 
 def test_moe_width_mismatch_is_refused_like_the_reference(wheel_est, oracle):

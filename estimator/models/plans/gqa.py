@@ -15,6 +15,7 @@ from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
 from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.quant.profiles import quant_profile
 from perfledger.safe_io import data_yaml
 
 
@@ -93,11 +94,22 @@ def moe_dispatch(d, tokens: int, h: int, side: str, *, attention_tp: bool = True
             return ("allreduce", "allreduce", {**base, "tp": gpus, "elements": elements}, 1)
         return (op, "comm", {**base, "op": op, "quant": rule["quant"], "num_gpus": gpus, "elements": elements}, 1)
 
-    group = [collective(rule[side], width, tokens * d.attention_dp * h)]
+    group = [collective(rule[side], width, _gathered_elements(rule, d, side, tokens * d.attention_dp * h))]
     if d.tp > 1 and attention_tp:
         tp_rule = rule["attention_tp"]
         group.append(collective(tp_rule[side], width if tp_rule["over"] == "width" else d.tp, tokens * h))
     return "overlap", {"groups": [group]}
+
+
+def _gathered_elements(rule: dict, d, side: str, elements: int) -> float:
+    """The half elements one attention-DP collective carries: `elements`, or for a `pre` gather of an MoE quant the
+    backend gathers quantized on this GPU generation (moe_dispatch.yaml `quantized_pre`) their bytes at the quant's
+    `memory` per element, as half elements."""
+    quantized = rule.get("quantized_pre")
+    if side != "pre" or quantized is None or d.sm_version not in quantized["sm_versions"] \
+            or d.moe_quant not in quantized["quants"]:
+        return elements
+    return elements * quant_profile("moe", d.moe_quant).memory / 2
 
 
 def check(m: PricedModel, d, model: ModelConfig) -> None:
