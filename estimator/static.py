@@ -31,9 +31,6 @@ from perfledger.estimator.plan.space import check_moe_width
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.quant.context_fmha import resolve_by_data
 
-# the layer plans that price attention data parallelism (MoE over every rank's tokens, moe_dispatch.yaml's collectives)
-ATTENTION_DP_KINDS = ("moe", "deepseek", "deepseek_v4", "glm5", "kimi_k3", "qwen35")
-
 
 @dataclass(frozen=True)
 class Deploy:
@@ -189,9 +186,6 @@ def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
         raise UnsupportedModelError(f"{config.name}: attention data parallelism needs a MoE model (dense: scale replicas)")
     check_moe_backend(m, d, config)
     plan = PLANS[m.family["kind"]]
-    if d.attention_dp > 1 and m.family["kind"] not in ATTENTION_DP_KINDS:
-        raise UnsupportedModelError(f"{config.name}: attention-dp {d.attention_dp} is priced for the "
-                                    f"{', '.join(ATTENTION_DP_KINDS)} plans only, not {m.family['kind']}")
     if plan.check is not None:
         plan.check(m, d, config)
 

@@ -143,6 +143,20 @@ def test_deepseek_v4_on_blackwell_sglang_plans_its_fp4_experts_and_attention_dp_
 
 
 @pytest.mark.aic
+def test_nemotron_h_plan_prices_attention_dp_layouts_as_the_reference(wheel_est, tmp_path):
+    """Nemotron-H under attention DP (refused before 2026-12-07, so 8 x h200 vLLM planned tp1 dp1 at 9,729.957
+    tokens/s/GPU where 0.12.0 plans tp1 dp2 etp2 at 10,599.744): the agg rows and front equal 0.12.0's."""
+    from tests.estimator.plan_oracle import assert_rows_equal, run_default
+
+    q = Question("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h200_sxm", "vllm", 4, 1000, 200, 1000.0, 20.0,
+                 version="0.24.0")
+    ref, found = run_default(q, tmp_path), agg_search(wheel_est, q)
+    assert_rows_equal(found.top, ref["top"], "Nemotron-H best per configuration")
+    assert_rows_equal(found.pareto, ref["pareto"], "Nemotron-H agg Pareto front")
+    assert any("dp2" in p or "dp4" in p for p in found.top["parallel"])
+
+
+@pytest.mark.aic
 @pytest.mark.parametrize("system,backend,flag,want", [("b200_sxm", "sglang", None, "w4a8_mxfp4_mxfp8"),
                                                       ("gb200", "sglang", None, "w4a8_mxfp4_mxfp8"),
                                                       ("h200_sxm", "sglang", None, "w4a16_mxfp4"),

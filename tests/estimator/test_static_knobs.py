@@ -78,9 +78,10 @@ def test_knobs_match_reference_per_op(wheel_est, oracle, backend, version, model
     assert ours["tpot_ms"] == pytest.approx(gen_ms / 69, rel=1e-9)
 
 
-# attention DP off h200: TRT-LLM on sm 100 gathers fp8 / fp8_block / nvfp4 MoE activations quantized before the
+# attention DP on more GPUs and plans: TRT-LLM on sm 100 gathers fp8 / fp8_block / nvfp4 MoE activations quantized before the
 # experts (moe_dispatch.yaml `quantized_pre`; gb300, sm 103, and w4a8_mxfp4_mxfp8 at half), on the GQA MoE, MLA and
-# DeepSeek-V4 plans; DeepSeek-V4 under attention DP on SGLang (its Blackwell MoE lane) and vLLM
+# DeepSeek-V4 plans; attention DP on the DeepSeek-V4 (SGLang at its Blackwell MoE lane, vLLM), Nemotron-H, Gemma-4,
+# hybrid MoE (Llama-4, MiMo-V2-Flash) and MiniMax-M3 plans, refused before 2026-12-07
 REF_KNOB = {"tp": "tp_size", "attention_dp": "attention_dp_size", "moe_tp": "moe_tp_size", "moe_ep": "moe_ep_size",
             "gemm_quant": "gemm_quant_mode", "moe_quant": "moe_quant_mode", "kv_quant": "kvcache_quant_mode",
             "fmha_quant": "fmha_quant_mode"}
@@ -96,7 +97,14 @@ GPU_DP = [("b200_sxm", "trtllm", "1.3.0rc20", "Qwen/Qwen3-30B-A3B", dict(tp=1, a
            dict(tp=1, attention_dp=4, moe_ep=4, moe_quant="w4a8_mxfp4_mxfp8", **DSV4_TRTLLM)),
           ("b200_sxm", "sglang", "0.5.14", "deepseek-ai/DeepSeek-V4-Flash",
            dict(tp=2, attention_dp=4, moe_ep=8, moe_quant="w4a8_mxfp4_mxfp8_trtllm")),
-          ("b200_sxm", "vllm", "0.24.0", "deepseek-ai/DeepSeek-V4-Flash", dict(tp=1, attention_dp=8, moe_ep=8))]
+          ("b200_sxm", "vllm", "0.24.0", "deepseek-ai/DeepSeek-V4-Flash", dict(tp=1, attention_dp=8, moe_ep=8)),
+          *[("h200_sxm", be, ver, model, knobs) for be, ver, model, knobs in (
+              ("vllm", "0.24.0", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", dict(tp=1, attention_dp=4, moe_ep=4)),
+              ("sglang", "0.5.14", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", dict(tp=2, attention_dp=2, moe_tp=4)),
+              ("sglang", "0.5.14", "google/gemma-4-26B-A4B", dict(tp=1, attention_dp=4, moe_ep=4)),
+              ("trtllm", "1.3.0rc20", "meta-llama/Llama-4-Scout-17B-16E-Instruct", dict(tp=1, attention_dp=4, moe_ep=4)),
+              ("sglang", "0.5.14", "XiaomiMiMo/MiMo-V2-Flash", dict(tp=2, attention_dp=2, moe_tp=4)),
+              ("vllm", "0.24.0", "MiniMaxAI/MiniMax-M3", dict(tp=1, attention_dp=4, moe_ep=4)))]]
 
 
 @pytest.mark.parametrize("system,backend,version,model,knobs", GPU_DP)

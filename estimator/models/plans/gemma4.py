@@ -5,7 +5,8 @@ per-op breakdown, then checked per op): the config's `layer_types` split the lay
 `sliding_window`, `head_dim`, `num_key_value_heads`) and global ones (no window, `global_head_dim`,
 `num_global_key_value_heads`; with `attention_k_eq_v` the global QKV GEMM has no V part), banded first; every layer
 runs the dense MLP (`intermediate_size`) and, on MoE checkpoints, the routed MoE (router GEMM only from
-`router_min_experts` experts on), all in one `attention` entry and per-type names; no q/k norm, no TP allreduce, no
+`router_min_experts` experts on; dispatch per gqa.moe_dispatch, under attention DP over every rank's tokens), all in
+one `attention` entry and per-type names; no q/k norm, no TP allreduce, no
 embedding allreduce; logits bf16 in both phases. Checkpoint exclusions (`exclusions` in models.yaml) keep the
 projections, or the MLP and MoE, in bf16. Dense checkpoints run without expert parallelism (refused otherwise,
 as 0.12.0 does).
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
+from perfledger.estimator.models.plans.gqa import moe_dispatch
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.quant.checkpoint import exclusion_globs
 
@@ -75,8 +77,7 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
     routed = bool(dims.experts and dims.topk)
     moe = {**base, "quant": "bfloat16" if own.mlp_bf16 else d.moe_quant, "distribution": family["distribution"],
            "gated": True, "topk": dims.topk, "experts": dims.experts, "hidden": h, "inter": dims.moe_inter,
-           "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
-    dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
+           "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens * d.attention_dp}
     out = [("embedding", "mem", {"bytes": tokens * h * 2}, 1)]
     for prefix, count, kv_heads, head_dim, window, v_part in (
             ("swa", own.banded_layers, own.banded_kv_heads, own.banded_head_dim, own.window, True),
@@ -97,7 +98,8 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
         if routed:
             if dims.experts >= family["router_min_experts"]:
                 out.append((f"{prefix}_router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), count))
-            out += [(f"{prefix}_moe_pre_dispatch", "allreduce", dispatch, count), (f"{prefix}_moe", "moe", moe, count),
-                    (f"{prefix}_moe_post_dispatch", "allreduce", dispatch, count)]
+            out += [(f"{prefix}_moe_pre_dispatch", *moe_dispatch(d, tokens, h, "pre"), count),
+                    (f"{prefix}_moe", "moe", moe, count),
+                    (f"{prefix}_moe_post_dispatch", *moe_dispatch(d, tokens, h, "post"), count)]
     out.append(("logits_gemm", "gemm", {**gemm(dims.vocab // tp, h, "bfloat16"), "m": batch}, 1))
     return out

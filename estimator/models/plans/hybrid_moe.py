@@ -5,7 +5,8 @@ breakdown, then checked per op): every layer is one of four types (global or ban
 SwiGLU FFN), each type's ops repeated by its layer count and named by the type; banded layers attend at the
 config's window (Llama-4's chunked attention is priced as a window of `attention_chunk_size`); attention is one
 `attention` entry over all types. No TP allreduce on the attention or dense paths and no embedding allreduce (as
-0.12.0 prices this family); the MoE dispatch is the custom allreduce on the MoE group; logits in bfloat16 in both
+0.12.0 prices this family); the MoE dispatch is the custom allreduce on the MoE group (under attention DP the backend's
+collectives, gqa.moe_dispatch, with the experts over every rank's tokens); logits in bfloat16 in both
 phases. Which layer is which comes from the config through the models.yaml family (`attention_layers`,
 `moe_layers`); optional parts: a banded geometry of its own (`banded_geometry`: a config block holding the banded
 heads / head dim; `geometry`: flat config keys per layer type, MiMo-V2-Flash's banded kv heads and head dims and each
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
+from perfledger.estimator.models.plans.gqa import moe_dispatch
 from perfledger.estimator.models.priced import PricedModel
 
 
@@ -118,8 +120,8 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
     attn_base = ({**attn_base, "fmha_quant": d.fmha_quant, "isl": seq, "qk_norm": bool(family.get("qk_norm", False))}
                  if context else {**attn_base, "seq": seq})
     moe = {**base, "quant": d.moe_quant, "distribution": family["distribution"], "gated": True, "topk": dims.topk,
-           "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
-    dispatch = {**base, "tp": d.moe_tp * d.moe_ep, "elements": tokens * h}
+           "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
+           "tokens": tokens * d.attention_dp}
     dense_inter = own.dense_inter // tp
     out = [("embedding", "mem", {"bytes": tokens * h * 2}, 1)]
     for prefix, is_global, is_moe in LAYER_TYPES:
@@ -144,8 +146,9 @@ def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> 
         if is_moe:
             out += [(f"{prefix}_moe_norm", "mem", mem(2 * h, 2 * h), count),
                     (f"{ffn}_router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), count),
-                    (f"{ffn}_moe_pre_dispatch", "allreduce", dispatch, count), (f"{ffn}_moe", "moe", moe, count),
-                    (f"{ffn}_moe_post_dispatch", "allreduce", dispatch, count)]
+                    (f"{ffn}_moe_pre_dispatch", *moe_dispatch(d, tokens, h, "pre"), count),
+                    (f"{ffn}_moe", "moe", moe, count),
+                    (f"{ffn}_moe_post_dispatch", *moe_dispatch(d, tokens, h, "post"), count)]
         else:
             out += [(f"{prefix}_ffn_norm", "mem", mem(2 * h, 2 * h), count),
                     *_dense_ffn(f"{ffn}_dense", gemm, mem, dense_inter, h, count)]

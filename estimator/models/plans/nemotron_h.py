@@ -7,7 +7,8 @@ the layer types come from the config's pattern (models.yaml `layer_pattern`: `hy
 and a TP allreduce, its kernels looked up at the model's unsharded dims (ops/mamba2.py); attention layers are GQA
 without q/k norm; MoE layers run a non-gated (ReLU²) shared expert beside a non-gated routed MoE, the experts and
 their dispatch at the latent width where the config has `moe_latent_size` (a TP-split h → latent GEMM before the
-dispatch, latent → h after the combine); dense-MLP layers are non-gated too. Every type ends in a TP allreduce;
+dispatch, latent → h after the combine; under attention DP the experts over every rank's tokens); dense-MLP layers
+are non-gated too. Every type ends in a TP allreduce;
 no embedding allreduce; logits in bfloat16 at m = batch in both phases.
 """
 
@@ -119,7 +120,8 @@ def _moe_ops(m, d, base, gemm, mem, ar, tokens, n):
     dims, own, tp = m.dims, m.plan_dims, d.tp
     h, latent, width = dims.hidden, own.latent, own.expert_width
     moe = {**base, "quant": d.moe_quant, "distribution": m.family["distribution"], "gated": False, "topk": dims.topk,
-           "experts": dims.experts, "hidden": width, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep, "tokens": tokens}
+           "experts": dims.experts, "hidden": width, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
+           "tokens": tokens * d.attention_dp}
     out = [("moe_norm", "mem", mem(2 * h, 2 * h), n), *_relu2_mlp("shared", gemm, mem, own.shared_inter // tp, h, n, lp=True),
            ("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), n)]
     if latent:
