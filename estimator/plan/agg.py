@@ -34,7 +34,7 @@ from perfledger.estimator.plan.fit import MemoryModel, memory_model
 from perfledger.estimator.plan.large_ep import PHASES, switched
 from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, resolve_version, role_quants
-from perfledger.estimator.plan.space import Parallel, check_node_ep, enumerate_parallel
+from perfledger.estimator.plan.space import Parallel, check_node_ep, enumerate_parallel, refusal_reason
 from perfledger.estimator.plan.steps import decode_step, mixed_step
 from perfledger.estimator.static import Deploy, check_deploy, under_flags
 from perfledger.safe_io import data_yaml
@@ -234,7 +234,7 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
         mm = memory_model(config, q.system, q.backend, q.version, quants)
     except MemoryModelError as exc:
         raise UnsupportedModelError(f"agg search needs the memory model: {exc}") from None
-    points, deploys, saw_model, saw_kv = [], {}, False, False
+    points, deploys, refused, saw_model, saw_kv = [], {}, [], False, False
     for p in enumerate_parallel("agg", moe=bool(m.dims.experts), backend=q.backend, system=q.system,
                                 total_gpus=q.total_gpus):
         d = replace(base, tp=p.tp, pp=p.pp, attention_dp=p.dp, moe_tp=p.moe_tp, moe_ep=p.moe_ep)
@@ -244,6 +244,7 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
             d = switched(est, m, d, PHASES)
         except EstimatorError as exc:
             warnings.append(f"{p.label}: skipped ({exc})")
+            refused.append(f"{p.label}: {exc}")
             continue
         deploys[p] = d
         found, fit_model, fit_kv = sweep_points(mm, backend, p, q.isl, q.osl, q.nextn, q.decode_progress, batches,
@@ -282,6 +283,8 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
     plan.warnings, plan.steps, plan.tiers, plan.misses = warnings + plan.warnings, steps, point_tiers, misses
     if points and not steps:  # every operating point missed data: not an SLA verdict
         plan.reason = "missing data: no operating point could be priced" + (f" ({misses[0]})" if misses else "")
+    elif not deploys and refused:
+        plan.reason = refusal_reason("agg layout", refused)
     elif not points:
         plan.reason = ("does not fit: no configuration holds the model in GPU memory" if not saw_model else
                        "does not fit: the KV cache of even the smallest batch exceeds the memory budget" if not saw_kv

@@ -19,6 +19,7 @@ import polars as pl
 from perfledger.estimator.plan import disagg, pareto, workers
 from perfledger.estimator.plan.agg import agg_search
 from perfledger.estimator.plan.question import Question
+from perfledger.estimator.plan.space import refusal_reason
 
 SIDES = {"prefill": "p", "decode": "d"}
 SIDE_KEYS = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch")
@@ -71,9 +72,7 @@ def _misses(role: str, misses: workers.Misses) -> tuple[str, ...]:
 def _empty_role(role: str, misses: workers.Misses) -> str:
     """Why a role has no worker: a refusal first (layouts that fit but are not priced by the plan), then missing data."""
     if misses.refused:
-        kinds = list(dict.fromkeys(m.split(": ", 1)[-1] for m in misses.refused))
-        return (f"refused: the estimator prices no {role} layout that fits ({len(misses.refused)} refused): "
-                + "; ".join(kinds[:2]) + (f" [+{len(kinds) - 2} more]" if len(kinds) > 2 else ""))
+        return refusal_reason(f"{role} layout that fits", misses.refused)
     if misses.no_data:
         return f"no {role} worker can be priced (missing data): {misses.no_data[0]}"
     return f"does not fit: no {role} layout fits in memory at batch 1 ({', '.join(misses.unfit) or 'no layout'})"

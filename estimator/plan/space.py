@@ -94,3 +94,11 @@ def enumerate_parallel(role: str, *, moe: bool, backend: str, system: str, total
             continue
         out.append(p)
     return out
+
+
+def refusal_reason(layouts: str, refused: list[str] | tuple[str, ...]) -> str:
+    """Why a search has no candidate when the estimator refused its layouts (`refused`: "label: why" each): how many,
+    and the distinct whys, two of them and a count of the rest."""
+    whys = list(dict.fromkeys(m.split(": ", 1)[-1] for m in refused))
+    return (f"refused: the estimator prices no {layouts} ({len(refused)} refused): "
+            + "; ".join(whys[:2]) + (f" [+{len(whys) - 2} more]" if len(whys) > 2 else ""))

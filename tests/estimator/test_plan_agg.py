@@ -212,6 +212,21 @@ def test_native_fp4_deepseek_v4_on_hopper_is_refused_naming_the_fp8_checkpoint(w
         role_quants(wheel_est, resolve_model(q.model), q, context=True)
 
 
+@pytest.mark.aic
+def test_agg_with_every_layout_refused_says_refused_not_does_not_fit(wheel_est, tmp_path):
+    """An fp8_block MoE whose intermediate size no moe_tp splits into 128-wide weight blocks: every layout is refused
+    by the plan (0.12.0 rejects each too); the reason names the refusal, where it used to say the model fits no GPU."""
+    from perfledger.estimator.models.config import read_config, resolve_model
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**resolve_model("Qwen/Qwen3-30B-A3B-FP8").config, "moe_intermediate_size": 100}))
+    found = agg_search(wheel_est, Question(read_config(path), "h200_sxm", "vllm", 8, 1000, 200, 1000.0, 50.0,
+                                           version="0.24.0"))
+    assert found.top.is_empty()
+    assert found.reason.startswith("refused: the estimator prices no agg layout (")
+    assert "moe_intermediate_size 100 / moe_tp 1 = 100 is not a multiple of the fp8_block weight block 128" in found.reason
+
+
 def test_search_space_is_the_reference_enumeration():
     dense = enumerate_parallel("agg", moe=False, backend="vllm", system="h200_sxm", total_gpus=8)
     assert [p.tp for p in dense] == [1, 2, 4, 8] and all(p.gpus == p.tp for p in dense)
