@@ -44,6 +44,12 @@ class PerfSource(ABC):
     def describe(self) -> str:
         return type(self).__name__
 
+    def holding_versions(self, system: str, backend: str, table: str) -> list[str]:
+        """The versions of this system and backend with rows of `table` (a miss names them: the data may sit at a
+        newer version than the one asked, which back-fill never reads)."""
+        family = table_info(table)["family"]
+        return [v for v in self.versions(system, family, backend) if self.read(system, backend, v, table).height]
+
     def manifest_dir(self) -> Path | None:
         """Folder holding this data's perf_data_reuse_manifest.yaml, if it has its own (none by default)."""
         return None
@@ -78,9 +84,11 @@ class PerfSource(ABC):
             frames += [complete_columns(df, table, f"{system}/{backend}/{version} (lent rows)")
                        for df in lent_frames(self, system, backend, table, family)]
         if not frames:
+            elsewhere = [v for v in self.holding_versions(system, backend, table) if v not in order]
             raise NoDataError(
                 f"no {table} rows for {system}/{backend}/{version} in {self.describe()} (looked in {', '.join(order)}"
                 + (" and the reuse manifest's lenders)" if shared and info.get("shared_layer", True) else ")")
+                + (f"; {system}/{backend} holds them at {', '.join(elsewhere)}" if elsewhere else "")
             )
         merged = pl.concat(frames, how="diagonal_relaxed")
         return first_wins(merged, table) if dedupe else merged
@@ -136,6 +144,11 @@ class TreeSource(PerfSource):
         except Exception as exc:  # corrupt file: name it
             raise NoDataError(f"{path}: unreadable parquet ({exc})") from exc
         return df.with_columns(pl.col(pl.String).cast(pl.String))
+
+    def holding_versions(self, system, backend, table):
+        family = table_info(table)["family"]
+        return [v for v in self.versions(system, family, backend)
+                if (self._dir(system, family, backend, v) / f"{table}.parquet").is_file()]
 
     def versions(self, system, family, backend):
         base = self.root / system / family / backend

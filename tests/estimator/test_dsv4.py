@@ -169,6 +169,15 @@ def test_missing_moe_rows_fail_loud_in_silicon(wheel_est):
 
 
 @pytest.mark.aic
+def test_a_miss_names_the_newer_versions_holding_the_table(wheel_est):
+    """b200 TRT-LLM's default version (1.3.0rc20) holds no DeepSeek-V4 modules, rc23 does; back-fill reads older
+    versions only, so the miss says where the rows are."""
+    with pytest.raises(NoDataError, match=r"no dsv4_hca_context_module_perf rows for b200_sxm/trtllm/1\.3\.0rc20 .*; "
+                                          r"b200_sxm/trtllm holds them at 1\.3\.0rc23$"):
+        wheel_est.source.resolve("b200_sxm", "trtllm", "1.3.0rc20", "dsv4_hca_context_module_perf")
+
+
+@pytest.mark.aic
 def test_kv_cache_per_sequence_equals_the_reference():
     """Window-capped + compressed KV with the compressors' decode state: not linear in the sequence, equal 0.12.0's."""
     from aiconfigurator_core.sdk.config_builders import build_model_config

@@ -114,3 +114,12 @@ def test_a_manifest_beside_the_warehouse_is_the_one_read(kda_warehouse, tmp_path
     (root / "perf_data_reuse_manifest.yaml").write_text("groups: []\n")  # lends nothing
     rows = WarehouseSource(root).resolve("b200_sxm", "sglang", "0.5.16", "kda_perf")
     assert set(rows["_source_version"].to_list()) == {"0.5.16"}
+
+
+def test_a_miss_names_the_newer_version_holding_the_rows_like_the_tree(kda_warehouse):
+    from perfledger.estimator.errors import NoDataError
+
+    for source in (WarehouseSource(kda_warehouse), TreeSource(SHARED_DATA)):
+        with pytest.raises(NoDataError, match=r"kda_perf rows for b200_sxm/sglang/0\.5\.14 .*looked in 0\.5\.14\); "
+                                              r"b200_sxm/sglang holds them at 0\.5\.16$"):
+            source.resolve("b200_sxm", "sglang", "0.5.14", "kda_perf", shared=False)
