@@ -48,7 +48,11 @@ class PerfSource(ABC):
         """The versions of this system and backend with rows of `table` (a miss names them: the data may sit at a
         newer version than the one asked, which back-fill never reads)."""
         family = table_info(table)["family"]
-        return [v for v in self.versions(system, family, backend) if self.read(system, backend, v, table).height]
+        return [v for v in self.versions(system, family, backend) if self.holds(system, backend, v, table)]
+
+    def holds(self, system: str, backend: str, version: str, table: str) -> bool:
+        """Whether one version has rows of `table` (a source with a cheaper test than reading them overrides it)."""
+        return self.read(system, backend, version, table).height > 0
 
     def manifest_dir(self) -> Path | None:
         """Folder holding this data's perf_data_reuse_manifest.yaml, if it has its own (none by default)."""
@@ -145,10 +149,8 @@ class TreeSource(PerfSource):
             raise NoDataError(f"{path}: unreadable parquet ({exc})") from exc
         return df.with_columns(pl.col(pl.String).cast(pl.String))
 
-    def holding_versions(self, system, backend, table):
-        family = table_info(table)["family"]
-        return [v for v in self.versions(system, family, backend)
-                if (self._dir(system, family, backend, v) / f"{table}.parquet").is_file()]
+    def holds(self, system, backend, version, table):
+        return (self._dir(system, table_info(table)["family"], backend, version) / f"{table}.parquet").is_file()
 
     def versions(self, system, family, backend):
         base = self.root / system / family / backend

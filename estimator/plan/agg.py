@@ -223,7 +223,8 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
     quants = role_quants(est, config, q, context=True)
     m = under_flags(load_model(config), config.architecture, quants)
     labels = {role: v["quant"] for role, v in quants.items()}
-    base = Deploy(q.system, q.backend, q.version, nextn=q.nextn, sm_version=est.spec(q.system).sm_version,
+    spec, mode = est.spec(q.system), q.database_mode
+    base = Deploy(q.system, q.backend, q.version, nextn=q.nextn, sm_version=spec.sm_version,
                   **{f"{r}_quant": v for r, v in labels.items()})
     if m.family.get("backends") and q.backend not in m.family["backends"]:
         raise UnsupportedModelError(f"{config.name}: no layer plan for backend {q.backend}")
@@ -239,7 +240,7 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
                                 total_gpus=q.total_gpus):
         d = replace(base, tp=p.tp, pp=p.pp, attention_dp=p.dp, moe_tp=p.moe_tp, moe_ep=p.moe_ep)
         try:
-            check_node_ep(p, est.spec(q.system).num_gpus_per_node)
+            check_node_ep(p, spec.num_gpus_per_node)
             check_deploy(m, d, config)
             d = switched(est, m, d, PHASES)
         except EstimatorError as exc:
@@ -254,7 +255,6 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
         saw_kv |= fit_kv
     mixed_keys = sorted({(pt.parallel, pt.ctx_tokens, pt.schedule.mix_gen) for pt in points})
     decode_keys = sorted({(pt.parallel, pt.schedule.decode_requests) for pt in points if pt.schedule.decode_requests})
-    spec, mode = est.spec(q.system), q.database_mode
     lists = [mixed_step(m, deploys[p], ctx_tokens=c, gen_requests=g, isl=q.isl, osl=q.osl, prefix=q.prefix)
              for p, c, g in mixed_keys]
     lists += [decode_step(m, deploys[p], gen_requests=g, isl=q.isl, osl=q.osl) for p, g in decode_keys]

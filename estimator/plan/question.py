@@ -8,7 +8,7 @@ from pathlib import Path
 from perfledger import settings
 from perfledger.estimator.errors import NoDataError
 from perfledger.estimator.models.config import ModelConfig
-from perfledger.estimator.quant.checkpoint import planner_moe
+from perfledger.estimator.quant.checkpoint import check_planner_checkpoint, planner_moe
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.quant.context_fmha import resolve_by_data
 from perfledger.safe_io import data_yaml
@@ -72,9 +72,10 @@ def role_quants(est, config: ModelConfig, q: Question, *, context: bool) -> dict
     """The quants 0.12.0's planner prices a role at: the flags, else the checkpoint without its model builder's FMHA
     guards and with its planner's MoE lane per GPU generation (quant/checkpoint.planner_moe); a context-using role
     (agg, prefill) then settles an inferred fp8 FMHA by the data (quant/context_fmha.py), a decode role keeps it (no
-    generation table keys on FMHA)."""
-    quants = planner_moe(resolve_quants(config, q.backend, q.quants, builder_guards=False), config, q.backend,
-                         est.spec(q.system).sm_version)
+    generation table keys on FMHA). A checkpoint its planner refuses on the GPU generation is refused."""
+    quants, sm_version = resolve_quants(config, q.backend, q.quants, builder_guards=False), est.spec(q.system).sm_version
+    check_planner_checkpoint(config, sm_version)
+    quants = planner_moe(quants, config, q.backend, sm_version)
     if not context:
         return quants
     return resolve_by_data(quants, config.architecture, est, q.system, q.backend, q.version,

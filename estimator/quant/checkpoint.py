@@ -247,15 +247,8 @@ def resolve(model: ModelConfig, backend: str, flags: dict[str, str | None], *,
 def planner_moe(quants: dict[str, dict[str, str]], model: ModelConfig, backend: str,
                 sm_version: int | None) -> dict[str, dict[str, str]]:
     """`quants` with the MoE quant 0.12.0's planner prices an inferred MoE at on this backend and GPU generation
-    (`planner_moe_remap`: by model name, or by architecture and checkpoint label); a flagged MoE quant stands. A
-    checkpoint its planner refuses on this generation (`planner_refused_checkpoints`) is refused here."""
-    if sm_version is None:
-        return quants
-    for refusal in rules_doc()["planner_refused_checkpoints"]:
-        if sm_version in refusal["sm_versions"] and model.name in refusal["instead"]:
-            raise UnsupportedModelError(f"{model.name} {refusal['reason']} (sm {sm_version}); use "
-                                        f"{refusal['instead'][model.name]} instead")
-    if quants["moe"]["source"] == "flag":
+    (`planner_moe_remap`: by model name, or by architecture and checkpoint label); a flagged MoE quant stands."""
+    if quants["moe"]["source"] == "flag" or sm_version is None:
         return quants
     for rule in rules_doc()["planner_moe_remap"]:
         named = model.name in rule["models"] if "models" in rule else (
@@ -264,3 +257,12 @@ def planner_moe(quants: dict[str, dict[str, str]], model: ModelConfig, backend: 
         if named and generation and backend in rule["backends"]:
             return {**quants, "moe": {"quant": rule["moe"], "source": quants["moe"]["source"]}}
     return quants
+
+
+def check_planner_checkpoint(model: ModelConfig, sm_version: int | None) -> None:
+    """Refuse a checkpoint 0.12.0's planner refuses on this GPU generation whatever the quants
+    (`planner_refused_checkpoints`), naming the checkpoint to use instead."""
+    for refusal in rules_doc()["planner_refused_checkpoints"]:
+        if sm_version in refusal["sm_versions"] and model.name in refusal["instead"]:
+            raise UnsupportedModelError(f"{model.name} {refusal['reason']} (sm {sm_version}); use "
+                                        f"{refusal['instead'][model.name]} instead")
