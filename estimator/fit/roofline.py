@@ -114,6 +114,41 @@ def generation_mla_sol(b, s, heads, kv_memory: float, dims: dict, flops: float, 
     return _roof(ops, nbytes, flops, bw)
 
 
+def wide_ep_context_mla_sol(b, s, heads, g: dict, memory: float, gemm_flops: float, attn_flops: float, bw: float):
+    """SGLang's wide-EP MLA module in prefill (no cached prefix): the q_b, kv_b and o projections at the module's GEMM
+    rate plus causal attention over s tokens at `attn_flops`; projection traffic once, attention traffic twice, every
+    element at `memory` bytes (the qkv_a projection is its own op). `g`: mla.yaml `wide_ep` geometry."""
+    b, s, n = (np.asarray(a, dtype=np.float64) for a in (b, s, heads))
+    qk, kv = g["rope"] + g["nope"], g["nope"] + g["v"]
+    proj_ops = (2 * g["q_lora"] * n * qk * b * s + 2 * g["kv_lora"] * n * kv * b * s + 2 * n * g["v"] * g["hidden"] * b * s)
+    attn_ops = n * (2 * g["nope"] + g["rope"]) * b * (s * s)
+    proj_bytes = (b * g["q_lora"] * s + g["q_lora"] * n * qk + 2 * b * n * qk * s
+                  + b * s * g["kv_lora"] + n * kv * g["kv_lora"] + 2 * b * n * kv * s
+                  + b * n * g["v"] * s + n * g["v"] * g["hidden"] + 2 * b * g["hidden"] * s)
+    attn_bytes = 2 * b * s * n * qk + 2 * b * s * n * g["nope"]
+    math = proj_ops / gemm_flops * 1000.0 + attn_ops / attn_flops * 1000.0
+    mem = (proj_bytes + 2 * attn_bytes) * memory / bw * 1000.0
+    return np.maximum(math, mem), math, mem
+
+
+def wide_ep_generation_mla_sol(b, s, heads, g: dict, memory: float, gemm_flops: float, attn_flops: float, bw: float):
+    """SGLang's wide-EP MLA module in decode: the q_b projection, the absorbed k / v BMMs and the o projection at the
+    module's GEMM rate plus attention over s cached latents at `attn_flops`; the attention traffic counted twice."""
+    b, s, n = (np.asarray(a, dtype=np.float64) for a in (b, s, heads))
+    qk, lora, rope = g["rope"] + g["nope"], g["kv_lora"], g["rope"]
+    proj_ops = (2 * g["q_lora"] * n * qk * b + 2 * n * g["nope"] * lora * b + 2 * b * n * lora * g["v"]
+                + 2 * n * g["v"] * g["hidden"] * b)
+    attn_ops = 2 * b * s * n * (rope + 2 * lora)
+    proj_bytes = (b * g["q_lora"] + g["q_lora"] * n * qk + 2 * b * n * qk
+                  + b * n * g["nope"] + n * lora * g["nope"] + 2 * b * n * lora
+                  + b * n * lora + n * g["v"] * lora + 2 * b * n * g["v"]
+                  + b * n * g["v"] + n * g["v"] * g["hidden"] + 2 * b * g["hidden"])
+    attn_bytes = b * n * (lora + rope) + b * s * (rope + lora) + b * n * lora
+    math = proj_ops / gemm_flops * 1000.0 + attn_ops / attn_flops * 1000.0
+    mem = (proj_bytes + 2 * attn_bytes) * memory / bw * 1000.0
+    return np.maximum(math, mem), math, mem
+
+
 def mla_bmm_sol(tokens, heads, memory: float, dims: dict, flops: float, bw: float):
     """Per-head [t×128]·[128×512] batched GEMM: the weight once plus each token's input and output."""
     t, n = (np.asarray(a, dtype=np.float64) for a in (tokens, heads))

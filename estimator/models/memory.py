@@ -97,15 +97,17 @@ def sized_model(model: ModelConfig) -> tuple[str, PricedModel]:
 
 
 def weight_bytes(arch: str, names: dict, quants: dict[str, str], backend: str | None = None,
-                 flagged: frozenset = frozenset()) -> list[tuple[str, float]]:
+                 flagged: frozenset = frozenset(), layer: str | None = None) -> list[tuple[str, float]]:
     """(term, bytes per GPU) for every weight term of the architecture (memory.yaml); `names`: what its
     expressions read (the model's `as_mapping()` and the deployment's parallelism); a term whose `skip_backends`
     lists `backend` is left out (that backend's kernels fold the op away); `flagged`: the roles whose quant a flag
     set (a term's `checkpoint_bf16_if` exclusion holds only while the GEMM quant is not flagged, as 0.12.0 reads
-    the checkpoint's exclusions)."""
+    the checkpoint's exclusions); `layer`: a large-EP layer form whose own list (`large_ep_weights`) replaces them."""
     entry = _architecture(arch)
+    if layer is not None and layer not in entry.get("large_ep_weights", {}):
+        raise MemoryModelError(f"{MEMORY_YAML.name} {arch}: no large_ep_weights for the {layer!r} layer")
     out = []
-    for term in entry["weights"]:
+    for term in entry["large_ep_weights"][layer] if layer else entry["weights"]:
         if backend in term.get("skip_backends", ()):
             continue
         role = term["quant"]

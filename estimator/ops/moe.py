@@ -29,6 +29,11 @@ class MoeModel(OpModel):
     group_keys = ("system", "backend", "version", "quant", "distribution", "gated", *SHAPE)
     value_columns = ("tokens",)
 
+    @staticmethod
+    def phase_table(phase: str) -> str:
+        """The table holding this op's rows for an inference phase (one for both; the wide-EP twin has one each)."""
+        return MoeModel.tables[0]
+
     def _sol_fn(self, est, key):
         spec = est.spec(key["system"])
         prof = quant_profile("moe", key["quant"])

@@ -2,7 +2,8 @@
 
 A slice is the comm backend × phase × wire dtype × (ep, nodes) × the model shape (hidden, topk, experts) × the SM
 budget; the token axis (tokens per attention rank: tokens // attention_tp) is a 1-D curve: exact, lerp inside,
-proportional to tokens outside (fit/curve.py with a linear scale), as 0.12.0 reads it. The wire dtype reads its own
+proportional to tokens outside (fit/curve.py with a linear scale), as 0.12.0 reads it. The rows are moe_a2a_perf's, then
+SGLang's legacy DeepEP tables adapted to its columns (`a2a_rows`, moe_a2a.yaml `legacy_tables`). The wire dtype reads its own
 rows, else its alias (moe_a2a.yaml), else the backend-phase's only collected dtype; a multi-node query without rows
 reads the one-node rows moe_a2a.yaml names (labelled xshape, 0.12.0's `estimated`). 0.12.0 prices it from measured
 rows only: HYBRID is SILICON (no fallback), EMPIRICAL and SOL have no answer, so there is no roofline (sol NaN).
@@ -28,15 +29,51 @@ SHAPE = {"hidden": "hidden_size", "topk": "topk", "experts": "num_experts", "sms
 @cache
 def rules(path: Path = RULE_YAML) -> dict:
     doc = data_yaml(Path(path)) or {}
-    for key, kind in (("latency_to_ms", float), ("dtype_aliases", dict), ("node1_fallback", dict)):
+    for key, kind in (("latency_to_ms", float), ("dtype_aliases", dict), ("node1_fallback", dict), ("legacy_tables", dict)):
         if not isinstance(doc.get(key), kind):
             raise ValueError(f"{path}: key {key!r} must be a {kind.__name__} (got {doc.get(key)!r})")
     return doc
 
 
+A2A_COLUMNS = {"comm_backend": pl.String, "phase": pl.String, "comm_dtype": pl.String, "ep_size": pl.Int64,
+               "node_num": pl.Int64, "hidden_size": pl.Int64, "topk": pl.Int64, "num_experts": pl.Int64, "sms": pl.Int64,
+               "num_tokens": pl.Int64, "latency": pl.Float64}
+
+
+def _legacy_rows(rows: pl.DataFrame, spec: dict) -> list[pl.DataFrame]:
+    """One legacy DeepEP table's rows as moe_a2a rows, one frame per phase it times."""
+    return [rows.select(pl.lit(spec["comm_backend"]).alias("comm_backend"), pl.lit(phase).alias("phase"),
+                        pl.lit("default").alias("comm_dtype"), (pl.col("node_num") * spec["ep_per_node"]).alias("ep_size"),
+                        "node_num", "hidden_size", pl.col("num_topk").alias("topk"), "num_experts",
+                        (pl.col(cols["sms"]) if "sms" in cols else pl.lit(0)).alias("sms"),
+                        pl.col("num_token").alias("num_tokens"), pl.sum_horizontal(cols["latency"]).alias("latency"))
+            for phase, cols in spec["phases"].items()]
+
+
+def a2a_rows(est, system: str, backend: str, version: str) -> pl.DataFrame:
+    """The all-to-all rows of a slice (shared layer): moe_a2a_perf's first, then the legacy DeepEP tables'; a slice
+    holding none of them is a NoDataError."""
+
+    def build():
+        parts, missing = [], []
+        for table in ("moe_a2a_perf", *rules()["legacy_tables"]):
+            try:
+                rows = est.table(system, backend, version, table, shared=True)
+            except NoDataError as exc:
+                missing.append(str(exc))
+                continue
+            spec = rules()["legacy_tables"].get(table)
+            parts += _legacy_rows(rows, spec) if spec else [rows.select(*A2A_COLUMNS)]
+        if not parts:
+            raise NoDataError("; ".join(missing))
+        return pl.concat([part.cast(A2A_COLUMNS) for part in parts])
+
+    return est.memo(("moe_a2a_rows", system, backend, version), build)
+
+
 class MoeAllToAllModel(OpModel):
     name = "moe_a2a"
-    tables = ("moe_a2a_perf",)
+    tables = ("moe_a2a_perf", "wideep_deepep_normal_perf", "wideep_deepep_ll_perf")
     group_keys = ("system", "backend", "version", "comm_backend", "phase", "comm_dtype", "ep", "nodes", *SHAPE,
                   "attention_tp")
     value_columns = ("tokens",)
@@ -46,7 +83,7 @@ class MoeAllToAllModel(OpModel):
         return np.full(q.height, np.nan)
 
     def _rows(self, est, key) -> pl.DataFrame:
-        rows = est.table(key["system"], key["backend"], key["version"], self.table, shared=True)
+        rows = a2a_rows(est, key["system"], key["backend"], key["version"])
         rows = rows.filter((pl.col("comm_backend") == key["comm_backend"]) & (pl.col("phase") == key["phase"]))
         if not rows.height:
             raise NoDataError(f"{self.table} {key['system']}/{key['backend']}/{key['version']}: no "

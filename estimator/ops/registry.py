@@ -25,12 +25,14 @@ from perfledger.estimator.ops.mla.kernels import ContextMlaModel, GenerationMlaM
 from perfledger.estimator.ops.mla.module import ContextMlaModuleModel, GenerationMlaModuleModel
 from perfledger.estimator.ops.moe import MoeModel
 from perfledger.estimator.ops.moe_a2a import MoeAllToAllModel
+from perfledger.estimator.ops.wideep import WideEpContextMlaModel, WideEpGenerationMlaModel, WideEpMoeModel
 
 OP_MODELS = (GemmModel, MoeModel, NcclModel, CustomAllReduceModel, ContextAttentionModel, GenerationAttentionModel,
              ContextMlaModel, GenerationMlaModel, MlaBmmModel, KdaModel, ContextMlaModuleModel, GenerationMlaModuleModel,
              DsaContextModuleModel, DsaGenerationModuleModel, GdnModel, Mamba2Model, Dsv4ContextModuleModel,
              Dsv4GenerationModuleModel, MhcModuleModel, MegaMoeModel,
-             MsaContextModuleModel, MsaGenerationModuleModel, EncoderAttentionModel, MoeAllToAllModel)
+             MsaContextModuleModel, MsaGenerationModuleModel, EncoderAttentionModel, MoeAllToAllModel,
+             WideEpMoeModel, WideEpContextMlaModel, WideEpGenerationMlaModel)
 
 
 @cache

@@ -31,7 +31,7 @@ from perfledger.estimator.models.memory import Memory, MemoryModelError
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.evaluate import price_many
 from perfledger.estimator.plan.fit import MemoryModel, memory_model
-from perfledger.estimator.plan.large_ep import PHASES, switched
+from perfledger.estimator.plan.large_ep import PHASES, layer_form, switched
 from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, resolve_version, role_quants
 from perfledger.estimator.plan.space import Parallel, check_node_ep, enumerate_parallel, refusal_reason
@@ -240,15 +240,16 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
                                 total_gpus=q.total_gpus):
         d = replace(base, tp=p.tp, pp=p.pp, attention_dp=p.dp, moe_tp=p.moe_tp, moe_ep=p.moe_ep)
         try:
-            check_node_ep(p, spec.num_gpus_per_node)
             check_deploy(m, d, config)
-            d = switched(est, m, d, PHASES)
+            d = switched(est, m, d, PHASES, q.quants)
+            check_node_ep(p, spec.num_gpus_per_node, bool(d.moe_a2a))
         except EstimatorError as exc:
             warnings.append(f"{p.label}: skipped ({exc})")
             refused.append(f"{p.label}: {exc}")
             continue
         deploys[p] = d
-        found, fit_model, fit_kv = sweep_points(mm, backend, p, q.isl, q.osl, q.nextn, q.decode_progress, batches,
+        sized = mm.under({"kv": d.kv_quant, "fmha": d.fmha_quant}, layer_form(m, d))
+        found, fit_model, fit_kv = sweep_points(sized, backend, p, q.isl, q.osl, q.nextn, q.decode_progress, batches,
                                                 bool(d.moe_a2a))
         points += found
         saw_model |= fit_model

@@ -82,6 +82,13 @@ def _combine(p: dict, p_num: np.ndarray, d: dict, d_num: np.ndarray, osl: int, d
     return row
 
 
+def _large_ep(workers: pl.DataFrame) -> np.ndarray:
+    """Per worker row: priced through the MoE all-to-all (workers.py `large_ep`; False for frames without it)."""
+    if "large_ep" not in workers.columns:
+        return np.zeros(workers.height, dtype=bool)
+    return workers["large_ep"].to_numpy().astype(bool)
+
+
 def _best_per_tpot(prefill_rec: pl.DataFrame, decode: pl.DataFrame, decode_keys: np.ndarray, tpot_target: float,
                    matched: dict, osl: int, same_tp: bool, doc: dict) -> list[dict]:
     """The best replica of each decode layout under one TPOT target, then the best `per_tpot_target` of them."""
@@ -92,6 +99,7 @@ def _best_per_tpot(prefill_rec: pl.DataFrame, decode: pl.DataFrame, decode_keys:
         return []
     p_cols = {c: prefill_rec[c].to_numpy() for c in (*SIDE[1:], "ttft_ms")}
     d_all = {c: decode[c].to_numpy() for c in (*SIDE[1:], "tpot_ms", "tokens_s_user", "concurrency")}
+    p_large, d_large = (_large_ep(frame) for frame in (prefill_rec, decode))
     seq_s_gpu = decode["seq_s_gpu"].to_numpy()
     best_rows = []
     for key in sorted(set(decode_keys[ok])):
@@ -100,8 +108,8 @@ def _best_per_tpot(prefill_rec: pl.DataFrame, decode: pl.DataFrame, decode_keys:
         # pairs in 0.12.0's loop order: decode worker (outer) × prefill worker (inner)
         d_idx = np.repeat(group, prefill_rec.height)
         p_idx = np.tile(np.arange(prefill_rec.height), len(group))
-        if same_tp:
-            same = p_cols["tp"][p_idx] == d_all["tp"][d_idx]
+        if same_tp:  # a pair with a large-EP side is exempt (0.12.0: its KV transfer layout differs anyway)
+            same = (p_cols["tp"][p_idx] == d_all["tp"][d_idx]) | p_large[p_idx] | d_large[d_idx]
             d_idx, p_idx = d_idx[same], p_idx[same]
         p_num, d_num = matched["p"][p_idx, d_idx], matched["d"][p_idx, d_idx]
         found = (p_num > 0) & (d_num > 0)

@@ -5,18 +5,21 @@ Why: its planner (never `estimate static`) switches a moe_tp 1 / moe_ep > 1 layo
 when the data covers it: for every phase the role runs plus context (a worker's weights are sized from its context
 pass) the first comm backend in 0.12.0's registry order (ops/moe_a2a.yaml `planner_backends`) whose dispatch and
 combine rows hold the model shape at the layout's (ep, nodes), or the one-node fallback, and expert-compute rows
-(moe_perf at moe_tp 1 and that ep, any distribution) exist for the MoE quant. The answer rides on the `Deploy`.
+(the framework's expert op's table for the phase: moe_perf on vLLM, SGLang's wide-EP MoE tables; moe_tp 1 at that ep,
+any distribution) exist for the MoE quant. The answer rides on the `Deploy`, with the path's FMHA / KV quants.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import polars as pl
 
 from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.models.priced import PricedModel
-from perfledger.estimator.ops.moe_a2a import rules
+from perfledger.estimator.ops.moe_a2a import a2a_rows, rules
+from perfledger.estimator.ops.registry import get_model
 from perfledger.estimator.static import Deploy
 
 PHASES = ("context", "generation")
@@ -41,35 +44,55 @@ def _covers(pairs: set, comm: str, ep: int, nodes: int, backend: str, gpus_per_n
     return nodes > 1 and comm in fallback["comm_backends"] and (width, 1) in pairs
 
 
-def switched(est, m: PricedModel, d: Deploy, role_phases: tuple[str, ...]) -> Deploy:
-    """`d` with the all-to-all 0.12.0's planner resolves for the layout, unchanged where it stays fused."""
+def switched(est, m: PricedModel, d: Deploy, role_phases: tuple[str, ...], named: Mapping | None = None) -> Deploy:
+    """`d` with the all-to-all 0.12.0's planner resolves for the layout, unchanged where it stays fused; a switched
+    layout takes the path's FMHA / KV quants (models.yaml `moe_a2a_quants`) unless the question `named` them."""
     resolved = comm_backends(est, m, d, role_phases)
-    return replace(d, moe_a2a=resolved, a2a_nodes=-(-d.moe_ep // est.spec(d.system).num_gpus_per_node)) if resolved else d
+    if not resolved:
+        return d
+    forced = {role: quant for role, quant in m.family.get("moe_a2a_quants", {}).get(d.backend, {}).items()
+              if not (named or {}).get(role)}
+    return replace(d, moe_a2a=resolved, a2a_nodes=-(-d.moe_ep // est.spec(d.system).num_gpus_per_node),
+                   **{f"{role}_quant": quant for role, quant in forced.items()})
+
+
+def layer_form(m: PricedModel, d: Deploy) -> str | None:
+    """The large-EP layer form a switched layout runs (models.yaml `moe_a2a_backends` `attention`), None otherwise
+    (fused, or the fused layer with the all-to-all MoE half)."""
+    return m.family["moe_a2a_backends"][d.backend].get("attention") if d.moe_a2a else None
 
 
 def comm_backends(est, m: PricedModel, d: Deploy, role_phases: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """((phase, comm backend), ...) 0.12.0's planner resolves for the layout, () where it stays fused."""
     dims, doc = m.dims, rules()
-    if (d.backend not in m.family.get("moe_a2a_backends", ()) or d.moe_tp != 1 or d.moe_ep <= 1
+    frameworks = m.family.get("moe_a2a_backends", {})
+    if (d.backend not in frameworks or d.moe_tp != 1 or d.moe_ep <= 1
             or dims.topk > doc["planner_max_topk"] or dims.experts % d.moe_ep):
         return ()
+    experts = get_model(frameworks[d.backend]["experts"])
+
+    def computed(phase: str) -> bool:
+        """Expert-compute rows of the phase at moe_tp 1 and the layout's ep for the MoE quant (any distribution)."""
+        try:
+            moe = est.table(d.system, d.backend, d.version, experts.phase_table(phase), shared=True)
+        except EstimatorError:
+            return False
+        return moe.filter((pl.col("moe_dtype") == d.moe_quant) & (pl.col("hidden_size") == dims.hidden)
+                          & (pl.col("inter_size") == dims.moe_inter) & (pl.col("topk") == dims.topk)
+                          & (pl.col("num_experts") == dims.experts) & (pl.col("moe_tp_size") == 1)
+                          & (pl.col("moe_ep_size") == d.moe_ep)).height > 0
 
     def build():
         try:
-            a2a = est.table(d.system, d.backend, d.version, "moe_a2a_perf", shared=True)
-            moe = est.table(d.system, d.backend, d.version, "moe_perf", shared=True)
+            a2a = a2a_rows(est, d.system, d.backend, d.version)
         except EstimatorError:
-            return ()
-        computed = moe.filter((pl.col("moe_dtype") == d.moe_quant) & (pl.col("hidden_size") == dims.hidden)
-                              & (pl.col("inter_size") == dims.moe_inter) & (pl.col("topk") == dims.topk)
-                              & (pl.col("num_experts") == dims.experts) & (pl.col("moe_tp_size") == 1)
-                              & (pl.col("moe_ep_size") == d.moe_ep)).height > 0
-        if not computed:
             return ()
         gpus = est.spec(d.system).num_gpus_per_node
         nodes = -(-d.moe_ep // gpus)
         resolved = {}
         for phase in PHASES:
+            if not computed(phase):
+                continue
             for comm, spec in doc["planner_backends"].items():
                 if (d.backend in spec["frameworks"] and phase in spec["phases"]
                         and _covers(_pairs(a2a, comm, spec, m), comm, d.moe_ep, nodes, d.backend, gpus)):

@@ -2,7 +2,8 @@
 
 space.yaml holds the candidate lists 0.12.0's default search enumerates per role, model kind and system, and
 the backend exclusions; `enumerate_parallel` applies them with the GPU budget; `check_node_ep` refuses EP across
-nodes (agg and disagg skip and name such configurations, as 0.12.0 does without wide-EP all-to-all data).
+nodes unless the layout is priced through the MoE all-to-all (agg and disagg skip and name such configurations, as
+0.12.0 does without DeepEP all-to-all data).
 `check_moe_width` is the MoE width rule every priced deployment obeys (0.12.0 refuses a mismatched width; so do
 `estimate static` and the plans).
 """
@@ -57,9 +58,10 @@ def check_moe_width(tp: int, dp: int, moe_tp: int, moe_ep: int, *, where: str = 
                                  f"tp {tp} x attention-dp {dp} = {tp * dp}")
 
 
-def check_node_ep(p: Parallel, gpus_per_node: int) -> None:
-    """Expert parallelism wider than a node: 0.12.0 refuses it without DeepEP all-to-all data (not priced here)."""
-    if p.moe_ep > gpus_per_node:
+def check_node_ep(p: Parallel, gpus_per_node: int, large_ep: bool = False) -> None:
+    """Expert parallelism wider than a node: priced only through the MoE all-to-all (`large_ep`: the layout switched,
+    plan/large_ep.py); 0.12.0 refuses it without DeepEP all-to-all data."""
+    if p.moe_ep > gpus_per_node and not large_ep:
         raise ParallelWidthError(f"moe_ep {p.moe_ep} spans nodes of {gpus_per_node} GPUs: cross-node EP needs "
                                  "all-to-all data")
 

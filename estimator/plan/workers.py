@@ -22,7 +22,7 @@ from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.disagg import decode_batches, settings
 from perfledger.estimator.plan.evaluate import price_many, price_steps
 from perfledger.estimator.plan.fit import memory_model
-from perfledger.estimator.plan.large_ep import switched
+from perfledger.estimator.plan.large_ep import layer_form, switched
 from perfledger.estimator.plan.question import Question, role_quants
 from perfledger.estimator.plan.space import check_node_ep, enumerate_parallel
 from perfledger.estimator.static import Deploy, check_deploy, decode_passes, pass_ops, under_flags
@@ -65,13 +65,13 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
     frames, unfit, no_data, refused = [], [], [], []
     for p in layouts:  # a layout that cannot be priced is skipped, as 0.12.0 skips it, and named
         d = replace(base, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, pp=p.pp, attention_dp=p.dp, nextn=q.nextn)
-        d = switched(est, m, d, ROLE_PHASES[role])
-        a2a = bool(d.moe_a2a)
+        d = switched(est, m, d, ROLE_PHASES[role], q.quants)
+        a2a, sized = bool(d.moe_a2a), memory.under({"kv": d.kv_quant, "fmha": d.fmha_quant}, layer_form(m, d))
         fitting = []
         for b in batches:
-            mem = (memory.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * (q.isl - q.prefix), static_path=True, a2a=a2a)
+            mem = (sized.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * (q.isl - q.prefix), static_path=True, a2a=a2a)
                    if role == "prefill" else
-                   memory.worker(p, batch=b, seq_tokens=q.isl + q.osl, tokens=b, nextn=q.nextn, static_path=True, a2a=a2a))
+                   sized.worker(p, batch=b, seq_tokens=q.isl + q.osl, tokens=b, nextn=q.nextn, static_path=True, a2a=a2a))
             if not (mem.fits and mem.kv_fits):
                 break
             fitting.append((p, d, b, mem.total))
@@ -79,7 +79,7 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
             unfit.append(p.label)
             continue
         try:
-            check_node_ep(p, spec.num_gpus_per_node)
+            check_node_ep(p, spec.num_gpus_per_node, a2a)
             check_deploy(m, d, config)
             tiers = [set() for _ in fitting] if with_tiers else None
             frame = _frame(fitting, _latency(est, m, spec, q, role, fitting, tiers), q, role)
@@ -132,5 +132,6 @@ def _frame(points, latency: np.ndarray, q: Question, role: str) -> pl.DataFrame:
                          "moe_ep": [p.moe_ep for p in p_of], "batch": batch, "global_batch": global_batch,
                          "gpus": np.array([p.gpus for p in p_of]), "ttft_ms": r(ttft), "tpot_ms": r(tpot),
                          "seq_s": r(seq_s), "seq_s_gpu": r(seq_s_gpu), "tokens_s_user": r(user),
-                         "concurrency": global_batch, "memory_gib": r(gib)})
+                         "concurrency": global_batch, "memory_gib": r(gib),
+                         "large_ep": [bool(d.moe_a2a) for _, d, _, _ in points]})
 

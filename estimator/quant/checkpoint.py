@@ -53,8 +53,10 @@ class Unquantized:
     shared: bool  # the shared experts
 
     def flags(self) -> dict[str, bool]:
-        """memory.yaml's `bf16_if` names: `<group>_bf16` per attention projection group and `shared_bf16`."""
-        return {**{f"{group}_bf16": bf16 for group, bf16 in self.attention.items()}, "shared_bf16": self.shared}
+        """memory.yaml's `bf16_if` names: `<group>_bf16` per attention projection group, `down_bf16` (the fused q_a +
+        kv_a down projection: both q and kv kept) and `shared_bf16`."""
+        return {**{f"{group}_bf16": bf16 for group, bf16 in self.attention.items()},
+                "down_bf16": bool(self.attention.get("q") and self.attention.get("kv")), "shared_bf16": self.shared}
 
     def without(self, names: frozenset[str]) -> Unquantized:
         """These parts (`flags()` names) quantized after all: the exclusions a flagged GEMM quant overrides."""

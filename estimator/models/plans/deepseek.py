@@ -12,13 +12,15 @@ models outside its large-EP path (found from its per-op breakdown and compiled o
   kernel tables' head convention (`mla_kernel_heads` / tp), `gqa` = vLLM's standard attention at v_head_dim;
 - shared expert GEMMs split by tp (bf16 when the checkpoint excludes shared experts), router and logits bf16,
   MoE dispatch as the custom allreduce on the MoE group; `tp_allreduce_backends` pay two TP allreduces a layer;
-- decode overlaps the routed branch (router, dispatch, MoE, combine) with the shared expert: max of the two.
+- decode overlaps the routed branch (router, dispatch, MoE, combine) with the shared expert: max of the two;
+- a pure-EP layout the planner prices through SGLang's DeepEP (plan/large_ep.py) has its own layer: `_deepep_ops`.
 """
 
 from __future__ import annotations
 
 from perfledger.estimator.errors import UnsupportedModelError
-from perfledger.estimator.models.plans.shared_expert_moe import layer_ops
+from perfledger.estimator.fit.roofline import elementwise_bytes
+from perfledger.estimator.models.plans.shared_expert_moe import ffn_ops, layer_ops
 from perfledger.estimator.models.priced import PricedModel
 
 
@@ -81,9 +83,40 @@ def _mla_block(m: PricedModel, d, base, gemm, context, batch, seq, tokens) -> li
     return [("mla_block", "fallback", {"primary": [("mla_module", *primary, dims.layers)], "fallback": granular}, 1)]
 
 
+def _deepep_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int, framework: dict
+                ) -> list[tuple[str, str, dict, float]]:
+    """SGLang's DeepEP layer (0.12.0's large-EP graph there, models.yaml `attention: deepep`): the qkv_a projection
+    (context: the rank's tokens / tp) and the downscale GEMM of the same shape, the wide-EP MLA module (ops/wideep.py;
+    q_b / kv_b / o inside it) between the attention TP all-gather and reduce-scatter (context, tp > 1), then the
+    large-EP MoE half; every op serial, no second add-norm, no logits GEMM."""
+    dims, tp, L, h = m.dims, d.tp, m.dims.layers, m.dims.hidden
+    base = {"system": d.system, "backend": d.backend, "version": d.version}
+    quant = _quants(m, d.gemm_quant)["down"]
+    down = lambda t: {**base, "quant": quant, "m": t, "n": dims.q_lora + dims.kv_lora + dims.rope_dim, "k": h}  # noqa: E731
+    collective = lambda op: {**base, "op": op, "quant": "half", "num_gpus": tp, "elements": tokens * h}  # noqa: E731
+    around = context and tp > 1
+    mla = {**base, "kv_quant": d.kv_quant, "heads": m.family["mla_kernel_heads"] // tp, "batch": batch,
+           "kernel": framework["mla_kernel"]}
+    attention = (("attention", "wideep_context_mla", {**mla, "fmha_quant": d.fmha_quant, "isl": tokens // batch}, L)
+                 if context else ("attention", "wideep_generation_mla", {**mla, "seq": seq}, L))
+    return [("qkv_a_proj_gemm", "gemm", down(tokens // tp if context else tokens), L),
+            *([("tp_all_gather", "comm", collective("all_gather"), L)] if around else []),
+            ("embedding", "mem", {"bytes": tokens * h * 2}, 1),
+            ("add_norm_1", "mem", {"bytes": elementwise_bytes(2 * h, 2 * h, tokens)}, L),
+            ("downscale_gemm", "gemm", down(tokens), L),
+            attention,
+            *([("tp_reduce_scatter", "comm", collective("reduce_scatter"), L)] if around else []),
+            *ffn_ops(m, d, tokens, context, dims.shared * dims.moe_inter // tp,
+                     "bfloat16" if m.unquantized.shared else d.gemm_quant)]
+
+
 def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
     """(name, op, query, scale) for one DeepSeek-V3 forward pass at `tokens` tokens (scale = layer count)."""
     dims, tp = m.dims, d.tp
+    comm = dict(d.moe_a2a).get("context" if context else "generation")
+    framework = m.family.get("moe_a2a_backends", {}).get(d.backend, {}) if comm else {}
+    if framework.get("attention") == "deepep":
+        return _deepep_ops(m, d, tokens, context, batch, seq, framework)
     ops = layer_ops(m, d, tokens, context, batch, dims.shared * dims.moe_inter // tp,
                     lambda base, gemm: _mla_block(m, d, base, gemm, context, batch, seq, tokens))
     if d.backend in m.family.get("tp_allreduce_backends", ()):

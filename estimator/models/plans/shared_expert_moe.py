@@ -7,9 +7,9 @@ expert, every layer, as aiconfigurator-core 0.12.0 prices it.
   router GEMM in bf16, the MoE dispatch / combine as the custom allreduce over the MoE group (under attention DP:
   the experts run every rank's tokens, the dispatch is the backend's collective, gqa.moe_dispatch);
 - decode overlaps the routed branch (router, dispatch, MoE, combine) with the shared expert: the slower one counts;
-- a layout the planner prices through the MoE all-to-all (`Deploy.moe_a2a`, plan/large_ep.py): router, the shared
-  expert unsplit (context tokens / tp), dispatch, the routed MoE at moe_tp 1 over every rank's tokens, combine,
-  serial in both phases (0.12.0's large-EP graph on vLLM);
+- a layout the planner prices through the MoE all-to-all (`Deploy.moe_a2a`, plan/large_ep.py): router (not on
+  SGLang), the shared expert unsplit (context tokens / tp), dispatch, the routed MoE at moe_tp 1 over every rank's
+  tokens (SGLang: its wide-EP tables), combine, serial in both phases (0.12.0's large-EP graph);
 - a deployment `moe_backend` (models.yaml `moe_backends`: DeepSeek-V4's megamoe) fuses dispatch, MoE and combine
   into the backend's one op at the rank's own tokens.
 """
@@ -42,8 +42,9 @@ def ffn_ops(m: PricedModel, d, tokens: int, context: bool, shared_inter: int, sh
     router = ("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L)
     comm = dict(d.moe_a2a).get("context" if context else "generation")
     if comm is not None:
-        return [router, *_a2a_shared(m, d, tokens, context, shared_q, base),
-                *_a2a_routed(m, d, tokens, context, comm, moe, base)]
+        framework = family["moe_a2a_backends"][d.backend]
+        return [*([router] if framework.get("router", True) else []), *_a2a_shared(m, d, tokens, context, shared_q, base),
+                *_a2a_routed(m, d, tokens, context, comm, moe, base, framework)]
     backend = d.moe_backend
     if backend is not None:  # one fused module (static.check_moe_backend admitted it), at the rank's own tokens
         fused = {**moe, "phase": "context" if context else "generation", "tokens": tokens}
@@ -66,16 +67,21 @@ def _a2a_shared(m: PricedModel, d, tokens: int, context: bool, shared_q: str, ba
             ("ffn2_gemm", "gemm", gemm(h, inter), L)]
 
 
-def _a2a_routed(m: PricedModel, d, tokens: int, context: bool, comm: str, moe: dict, base: dict) -> list[Op]:
+def _a2a_routed(m: PricedModel, d, tokens: int, context: bool, comm: str, moe: dict, base: dict,
+                framework: dict) -> list[Op]:
     """Dispatch, the routed MoE, combine over the comm backend's rows (ops/moe_a2a.py; DeepEP context messages
-    are per attention-TP rank)."""
+    are per attention-TP rank); the experts priced by the framework's expert-compute op (models.yaml
+    `moe_a2a_backends`: the fused MoE's rows, or SGLang's wide-EP tables per phase)."""
     dims, L = m.dims, m.dims.layers
     spec = a2a_rules()["planner_backends"][comm]
     a2a = {**base, "comm_backend": comm, "comm_dtype": spec["comm_dtype"], "ep": d.moe_ep, "hidden": dims.hidden,
            "topk": dims.topk, "experts": dims.experts, "sms": spec["sms"], "tokens": tokens,
            "attention_tp": d.tp if context and comm.startswith("deepep") else 1,
            "nodes": d.a2a_nodes}
-    return [("moe_dispatch", "moe_a2a", {**a2a, "phase": "dispatch"}, L), ("moe", "moe", moe, L),
+    expert = framework["experts"]
+    if expert != "moe":
+        moe = {**moe, "phase": "context" if context else "generation"}
+    return [("moe_dispatch", "moe_a2a", {**a2a, "phase": "dispatch"}, L), ("moe", expert, moe, L),
             ("moe_combine", "moe_a2a", {**a2a, "phase": "combine"}, L)]
 
 
