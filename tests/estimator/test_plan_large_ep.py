@@ -144,3 +144,33 @@ def test_sglang_agg_answer_prices_pure_ep_layouts_through_deepep_as_the_referenc
     assert_rows_equal(plan.top, ref["top"], "best per configuration")
     assert_rows_equal(plan.pareto, ref["pareto"], "agg Pareto front")
     assert plan.top["parallel"][0] == "tp1pp1dp8etp1ep8"
+
+
+def test_wide_ep_ops_refuse_empirical_sol_and_unknown_phases(wheel_est):
+    """The wide-EP ops price measured rows only (0.12.0 has no EMPIRICAL / SOL answer for them); an unknown phase and an
+    EP width without rows are typed refusals, never another table's answer."""
+    import numpy as np
+
+    from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError
+    from perfledger.estimator.ops.base import Queries
+    from perfledger.estimator.ops.registry import get_model
+
+    base = {"system": SYSTEM, "backend": "sglang", "version": "0.5.14"}
+    moe = {**base, "quant": "fp8_block", "distribution": "power_law_1.01", "gated": True, "topk": 8, "experts": 256,
+           "hidden": 7168, "inter": 2048, "tp": 1, "ep": 8, "phase": "context"}
+    tokens = Queries({"tokens": np.array([64, 5000])})
+    op = get_model("wideep_moe")
+    assert np.all(op.evaluate(wheel_est, moe, tokens, "hybrid").latency > 0)
+    for mode in ("empirical", "sol"):
+        with pytest.raises(EmpiricalUnavailableError, match="measured rows only"):
+            op.evaluate(wheel_est, moe, tokens, mode)
+    with pytest.raises(ValueError, match="phase 'prefill'"):
+        op.evaluate(wheel_est, {**moe, "phase": "prefill"}, tokens, "silicon")
+    with pytest.raises(NoDataError):
+        op.evaluate(wheel_est, {**moe, "ep": 12}, tokens, "silicon")
+    mla = {**base, "kv_quant": "fp8", "kernel": "flashinfer"}
+    decode = Queries({"heads": np.array([128]), "batch": np.array([30]), "seq": np.array([4251])})
+    gen = get_model("wideep_generation_mla")
+    assert gen.evaluate(wheel_est, mla, decode, "silicon").latency[0] > 0
+    with pytest.raises(NoDataError, match="kernel_source=triton"):
+        gen.evaluate(wheel_est, {**mla, "kernel": "triton"}, decode, "silicon")
