@@ -31,7 +31,7 @@ from perfledger.estimator.models.memory import Memory, MemoryModelError
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.evaluate import price_many
 from perfledger.estimator.plan.fit import MemoryModel, memory_model
-from perfledger.estimator.plan.large_ep import PHASES, layer_form, switched
+from perfledger.estimator.plan.large_ep import PHASES, sized_memory, switched
 from perfledger.estimator.plan.pareto import pareto_front
 from perfledger.estimator.plan.question import Question, resolve_version, role_quants
 from perfledger.estimator.plan.space import Parallel, check_node_ep, enumerate_parallel, refusal_reason
@@ -248,7 +248,7 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
             refused.append(f"{p.label}: {exc}")
             continue
         deploys[p] = d
-        sized = mm.under({"kv": d.kv_quant, "fmha": d.fmha_quant}, layer_form(m, d))
+        sized = sized_memory(mm, m, d)
         found, fit_model, fit_kv = sweep_points(sized, backend, p, q.isl, q.osl, q.nextn, q.decode_progress, batches,
                                                 bool(d.moe_a2a))
         points += found

@@ -20,6 +20,7 @@ from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.models.priced import PricedModel
 from perfledger.estimator.ops.moe_a2a import a2a_rows, rules
 from perfledger.estimator.ops.registry import get_model
+from perfledger.estimator.plan.fit import MemoryModel
 from perfledger.estimator.static import Deploy
 
 PHASES = ("context", "generation")
@@ -56,10 +57,11 @@ def switched(est, m: PricedModel, d: Deploy, role_phases: tuple[str, ...], named
                    **{f"{role}_quant": quant for role, quant in forced.items()})
 
 
-def layer_form(m: PricedModel, d: Deploy) -> str | None:
-    """The large-EP layer form a switched layout runs (models.yaml `moe_a2a_backends` `attention`), None otherwise
-    (fused, or the fused layer with the all-to-all MoE half)."""
-    return m.family["moe_a2a_backends"][d.backend].get("attention") if d.moe_a2a else None
+def sized_memory(memory: MemoryModel, m: PricedModel, d: Deploy) -> MemoryModel:
+    """The memory model of a layout as `switched` left it: its FMHA / KV quants and, switched, the large-EP layer form
+    it runs (models.yaml `moe_a2a_backends` `attention`, sized by memory.yaml `large_ep_weights`)."""
+    layer = m.family["moe_a2a_backends"][d.backend].get("attention") if d.moe_a2a else None
+    return memory.under({"kv": d.kv_quant, "fmha": d.fmha_quant}, layer)
 
 
 def comm_backends(est, m: PricedModel, d: Deploy, role_phases: tuple[str, ...]) -> tuple[tuple[str, str], ...]:

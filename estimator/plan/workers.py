@@ -22,7 +22,7 @@ from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.disagg import decode_batches, settings
 from perfledger.estimator.plan.evaluate import price_many, price_steps
 from perfledger.estimator.plan.fit import memory_model
-from perfledger.estimator.plan.large_ep import layer_form, switched
+from perfledger.estimator.plan.large_ep import sized_memory, switched
 from perfledger.estimator.plan.question import Question, role_quants
 from perfledger.estimator.plan.space import check_node_ep, enumerate_parallel
 from perfledger.estimator.static import Deploy, check_deploy, decode_passes, pass_ops, under_flags
@@ -66,7 +66,7 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
     for p in layouts:  # a layout that cannot be priced is skipped, as 0.12.0 skips it, and named
         d = replace(base, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, pp=p.pp, attention_dp=p.dp, nextn=q.nextn)
         d = switched(est, m, d, ROLE_PHASES[role], q.quants)
-        a2a, sized = bool(d.moe_a2a), memory.under({"kv": d.kv_quant, "fmha": d.fmha_quant}, layer_form(m, d))
+        a2a, sized = bool(d.moe_a2a), sized_memory(memory, m, d)
         fitting = []
         for b in batches:
             mem = (sized.worker(p, batch=b, seq_tokens=q.isl + 1, tokens=b * (q.isl - q.prefix), static_path=True, a2a=a2a)

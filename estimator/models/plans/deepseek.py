@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
-from perfledger.estimator.models.plans.shared_expert_moe import ffn_ops, layer_ops
+from perfledger.estimator.models.plans.shared_expert_moe import a2a_path, ffn_ops, layer_ops, shared_expert_quant
 from perfledger.estimator.models.priced import PricedModel
 
 
@@ -28,7 +28,7 @@ def _quants(m: PricedModel, gemm_quant: str) -> dict[str, str]:
     """GEMM quant per attention projection group (bf16 where the checkpoint excludes it), the fused down
     projection's (bf16 only when q and kv both are), the MLA BMMs' (the kv projection's, fp8 for a quantized one)."""
     group = {g: "bfloat16" if m.unquantized.attention.get(g) else gemm_quant for g in ("q", "kv", "o")}
-    group["down"] = "bfloat16" if group["q"] == group["kv"] == "bfloat16" else gemm_quant
+    group["down"] = "bfloat16" if m.unquantized.flags()["down_bf16"] else gemm_quant
     group["bmm"] = "bfloat16" if "bfloat16" in (group["kv"], gemm_quant) else "fp8"
     return group
 
@@ -106,17 +106,15 @@ def _deepep_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: 
             ("downscale_gemm", "gemm", down(tokens), L),
             attention,
             *([("tp_reduce_scatter", "comm", collective("reduce_scatter"), L)] if around else []),
-            *ffn_ops(m, d, tokens, context, dims.shared * dims.moe_inter // tp,
-                     "bfloat16" if m.unquantized.shared else d.gemm_quant)]
+            *ffn_ops(m, d, tokens, context, dims.shared * dims.moe_inter // tp, shared_expert_quant(m, d))]
 
 
 def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:
     """(name, op, query, scale) for one DeepSeek-V3 forward pass at `tokens` tokens (scale = layer count)."""
     dims, tp = m.dims, d.tp
-    comm = dict(d.moe_a2a).get("context" if context else "generation")
-    framework = m.family.get("moe_a2a_backends", {}).get(d.backend, {}) if comm else {}
-    if framework.get("attention") == "deepep":
-        return _deepep_ops(m, d, tokens, context, batch, seq, framework)
+    path = a2a_path(m, d, context)
+    if path is not None and path[1].get("attention") == "deepep":
+        return _deepep_ops(m, d, tokens, context, batch, seq, path[1])
     ops = layer_ops(m, d, tokens, context, batch, dims.shared * dims.moe_inter // tp,
                     lambda base, gemm: _mla_block(m, d, base, gemm, context, batch, seq, tokens))
     if d.backend in m.family.get("tp_allreduce_backends", ()):

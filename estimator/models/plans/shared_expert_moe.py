@@ -26,6 +26,19 @@ from perfledger.estimator.ops.moe_a2a import rules as a2a_rules
 Op = tuple[str, str, dict, float]
 
 
+def a2a_path(m: PricedModel, d, context: bool) -> tuple[str, dict] | None:
+    """(comm backend, its framework entry of models.yaml `moe_a2a_backends`) where the planner switched this pass
+    to the MoE all-to-all (`Deploy.moe_a2a`, plan/large_ep.py), else None."""
+    comm = dict(d.moe_a2a).get("context" if context else "generation")
+    return None if comm is None else (comm, m.family["moe_a2a_backends"][d.backend])
+
+
+def shared_expert_quant(m: PricedModel, d, fixed: str | None = None) -> str:
+    """The shared expert's GEMM quant: the plan's `fixed` one, else bf16 where the checkpoint excludes shared experts,
+    else the deployment's GEMM quant."""
+    return fixed or ("bfloat16" if m.unquantized.shared else d.gemm_quant)
+
+
 def ffn_ops(m: PricedModel, d, tokens: int, context: bool, shared_inter: int, shared_q: str) -> list[Op]:
     """The MoE half of a layer: the shared expert (`shared_inter` per GPU at `shared_q`), the bf16 router, the
     dispatch / combine allreduce around the routed MoE; decode overlaps the routed branch with the shared expert."""
@@ -40,9 +53,9 @@ def ffn_ops(m: PricedModel, d, tokens: int, context: bool, shared_inter: int, sh
            "experts": dims.experts, "hidden": h, "inter": dims.moe_inter, "tp": d.moe_tp, "ep": d.moe_ep,
            "tokens": tokens * d.attention_dp}
     router = ("router_gemm", "gemm", gemm(dims.experts, h, "bfloat16"), L)
-    comm = dict(d.moe_a2a).get("context" if context else "generation")
-    if comm is not None:
-        framework = family["moe_a2a_backends"][d.backend]
+    path = a2a_path(m, d, context)
+    if path is not None:
+        comm, framework = path
         return [*([router] if framework.get("router", True) else []), *_a2a_shared(m, d, tokens, context, shared_q, base),
                 *_a2a_routed(m, d, tokens, context, comm, moe, base, framework)]
     backend = d.moe_backend
@@ -90,13 +103,13 @@ def layer_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, shared_
               ) -> list[Op]:
     """(name, op, query, scale) of one forward pass at `tokens` tokens; `attention(base, gemm)` gives the plan's
     attention ops (base: the slice keys; gemm(n, k, quant): a GEMM query at `tokens`); `shared_quant`: the shared
-    expert's GEMM quant where the plan fixes it (else bf16 when the checkpoint excludes shared experts)."""
+    expert's GEMM quant where the plan fixes it (`shared_expert_quant`)."""
     dims = m.dims
     h, L = dims.hidden, dims.layers
     base = {"system": d.system, "backend": d.backend, "version": d.version}
     gemm = lambda n, k, quant: {**base, "quant": quant, "m": tokens, "n": n, "k": k}  # noqa: E731
     mem = lambda dim_in, dim_out: {"bytes": elementwise_bytes(dim_in, dim_out, tokens)}  # noqa: E731
-    shared_q = shared_quant or ("bfloat16" if m.unquantized.shared else d.gemm_quant)
+    shared_q = shared_expert_quant(m, d, shared_quant)
     ops = [("embedding", "mem", {"bytes": tokens * h * 2}, 1),
            ("add_norm_1", "mem", mem(2 * h, 2 * h), L),
            *attention(base, gemm),
