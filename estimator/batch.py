@@ -23,6 +23,10 @@ def estimate(est: Estimator, op: str, queries: pl.DataFrame, *, mode: str = "sil
     absent = {c: v for c, v in model.defaults.items() if c not in queries.columns}
     if absent:
         queries = queries.with_columns(pl.lit(v).alias(c) for c, v in absent.items())
+    # rows of mixed shapes (one query with an optional key, one without) hold nulls there: the default too
+    partial = [c for c in model.defaults if c not in absent and queries[c].null_count()]
+    if partial:
+        queries = queries.with_columns(pl.col(c).fill_null(model.defaults[c]) for c in partial)
     needed = list(model.group_keys) + list(model.value_columns)
     missing = [c for c in needed if c not in queries.columns]
     if missing:

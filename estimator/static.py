@@ -7,13 +7,15 @@ Deployment knobs, as 0.12.0 prices them: pipeline stages keep every layer on the
 stage hand-offs (`p2p`) per pass; a cached prefix shortens prefill to isl − prefix tokens per request (each
 sequence-aware op by its models.yaml `cached_prefix` rule; GQA attention by its causal share, ops/attention/context.py);
 MTP (`nextn` draft tokens) runs each decode step over batch × (nextn + 1) tokens with every generation op scaled by
-(layers + nextn) / layers; a MoE deployment's expert width moe_tp × moe_ep must equal tp × attention-dp (plan/space.py
-`check_moe_width`).
+(layers + nextn) / layers; context parallelism (`cp`, a backend models.yaml `context_parallel` names) splits the
+context pass across cp ranks (models/context_parallel.py); a MoE deployment's expert width moe_tp × moe_ep must equal
+tp × attention-dp × cp (plan/space.py `check_moe_width`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from math import ceil
 
 import polars as pl
 
@@ -21,6 +23,7 @@ from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency, mem_op_sol
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
+from perfledger.estimator.models.context_parallel import check_context_parallel, split_context
 from perfledger.estimator.models.memory import flag_overridden
 from perfledger.estimator.models.plans.registry import PLANS, load_model
 from perfledger.estimator.models.priced import PricedModel
@@ -42,6 +45,7 @@ class Deploy:
     moe_ep: int = 1
     pp: int = 1
     attention_dp: int = 1  # attention data-parallel ranks, each with its own batch
+    cp: int = 1  # context-parallel ranks, each prefilling a share of every prompt (decode runs without it)
     nextn: int = 0  # MTP draft tokens per decode step
     # None: the checkpoint's quant (its quantization_config / hf_quant_config), else bfloat16
     gemm_quant: str | None = None
@@ -176,10 +180,12 @@ def energy_totals(phases: dict[str, tuple[dict, dict]]) -> dict | None:
 def check_deploy(m: PricedModel, d: Deploy, config: ModelConfig) -> None:
     """Deployments that do not exist are refused, not priced: sizes below 1, a MoE width unequal to the attention
     width or EP wider than the experts, attention data parallelism on a dense model, and the plan's own refusals."""
-    if min(d.tp, d.pp, d.attention_dp, d.moe_tp, d.moe_ep) < 1 or d.nextn < 0:
-        raise UnsupportedModelError(f"{config.name}: tp, pp, attention-dp, moe_tp, moe_ep must be >= 1, nextn >= 0")
+    if min(d.tp, d.pp, d.attention_dp, d.moe_tp, d.moe_ep, d.cp) < 1 or d.nextn < 0:
+        raise UnsupportedModelError(f"{config.name}: tp, pp, attention-dp, moe_tp, moe_ep, cp must be >= 1, nextn >= 0")
+    if d.cp > 1:
+        check_context_parallel(m, d, config)
     if m.dims.experts:
-        check_moe_width(d.tp, d.attention_dp, d.moe_tp, d.moe_ep, where=config.name)
+        check_moe_width(d.tp, d.attention_dp, d.moe_tp, d.moe_ep, cp=d.cp, where=config.name)
         if d.moe_ep > m.dims.experts:
             raise UnsupportedModelError(f"{config.name}: moe_ep {d.moe_ep} exceeds the {m.dims.experts} experts")
     elif d.attention_dp > 1:
@@ -222,12 +228,19 @@ def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, 
     mtp = 1.0
     if not context and d.nextn > 0:
         tokens, batch, mtp = tokens * (d.nextn + 1), batch * (d.nextn + 1), (m.dims.layers + d.nextn) / m.dims.layers
-    ops = plan.ops(m, d, tokens, context, batch, seq)
-    if prefix and context:
-        ops = with_prefix(ops, prefix, seq, catalog()["cached_prefix"], where=m.name)
+    if context and d.cp > 1:
+        ops = split_context(lambda t, b: _with_prefix(m, plan.ops(m, replace(d, cp=1), t, True, b, seq), prefix, seq),
+                            m, d, tokens, batch)
+    else:
+        ops = _with_prefix(m, plan.ops(m, d, tokens, context, batch, seq), prefix if context else 0, seq)
     if d.pp > 1:
-        ops.append(("p2p", "p2p", {"bytes": tokens * m.dims.hidden * 2}, d.pp - 1))
+        rank_tokens = ceil(tokens / d.cp) if context else tokens
+        ops.append(("p2p", "p2p", {"bytes": rank_tokens * m.dims.hidden * 2}, d.pp - 1))
     return ops if mtp == 1.0 else [(name, op, query, scale * mtp) for name, op, query, scale in ops]
+
+
+def _with_prefix(m: PricedModel, ops: list, prefix: int, seq: int) -> list:
+    return with_prefix(ops, prefix, seq, catalog()["cached_prefix"], where=m.name) if prefix else ops
 
 
 class _StepSeq:

@@ -73,6 +73,14 @@ def _doc(path: Path = MEMORY_YAML) -> dict:
     return data_yaml(path)
 
 
+def kv_element_bytes(kv_quant: str) -> float:
+    """Bytes of one KV cache element at a KV quant (memory.yaml `kv_bytes`)."""
+    table = _doc()["kv_bytes"]
+    if kv_quant not in table:
+        raise MemoryModelError(f"{MEMORY_YAML.name} kv_bytes: unknown KV quant {kv_quant!r}")
+    return float(table[kv_quant])
+
+
 def evaluate(expr: str, names: dict, where: str) -> float:
     """memory.yaml arithmetic, in the expression language the matrix needs share (models/config_expr.py)."""
     try:
@@ -216,10 +224,7 @@ def footprint(arch: str, model: PricedModel, system_doc: dict, backend: str, *, 
         raise MemoryModelError(f"{MEMORY_YAML.name}: no activation model for backend {backend!r}")
     dims, names = model.dims, {**model.as_mapping(), "tp": tp, "moe_tp": moe_tp, "moe_ep": moe_ep, "shared_tp": tp}
     terms = weight_bytes(arch, names, quants, backend, flagged) if terms is None else terms
-    kv_label = quants.get("kv", "bfloat16")
-    if kv_label not in doc["kv_bytes"]:
-        raise MemoryModelError(f"{MEMORY_YAML.name} kv_bytes: unknown KV quant {kv_label!r}")
-    names["kv_bytes"] = doc["kv_bytes"][kv_label]
+    names["kv_bytes"] = kv_element_bytes(quants.get("kv", "bfloat16"))
     per_token = (evaluate(entry["kv_per_token_bytes"], names, f"{arch}.kv_per_token_bytes") if "kv_per_token_bytes" in entry
                  else evaluate(entry["kv_per_token"], names, f"{arch}.kv_per_token") * names["kv_bytes"]
                  if "kv_per_token" in entry else 0.0)

@@ -27,6 +27,7 @@ import polars as pl
 
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import resolve_model
+from perfledger.estimator.models.context_parallel import prices_context_parallel
 from perfledger.estimator.models.memory import Memory, MemoryModelError
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.evaluate import price_many
@@ -43,7 +44,7 @@ AGG_YAML = Path(__file__).with_name("agg.yaml")
 GIB = float(1 << 30)
 # Columns of a result row (the issue's JSON names first); `_r` twins hold 0.12.0's 3-decimal values its selection uses.
 ROW_COLUMNS = ["tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms", "request_latency_ms",
-               "concurrency", "batch", "tp", "pp", "dp", "moe_tp", "moe_ep", "gpus", "global_batch", "seq_per_s",
+               "concurrency", "batch", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "gpus", "global_batch", "seq_per_s",
                "tokens_per_s", "ctx_tokens", "num_ctx_reqs", "num_gen_reqs", "memory_gib", "parallel"]
 JSON_COLUMNS = ROW_COLUMNS[:13]  # an agg row of `perfledger plan --json` (issue #13)
 
@@ -237,8 +238,8 @@ def agg_search(est, q: Question, *, top_n: int | None = None, batches: list[int]
         raise UnsupportedModelError(f"agg search needs the memory model: {exc}") from None
     points, deploys, refused, saw_model, saw_kv = [], {}, [], False, False
     for p in enumerate_parallel("agg", moe=bool(m.dims.experts), backend=q.backend, system=q.system,
-                                total_gpus=q.total_gpus):
-        d = replace(base, tp=p.tp, pp=p.pp, attention_dp=p.dp, moe_tp=p.moe_tp, moe_ep=p.moe_ep)
+                                total_gpus=q.total_gpus, context_parallel=prices_context_parallel(m, q.backend)):
+        d = replace(base, tp=p.tp, pp=p.pp, attention_dp=p.dp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, cp=p.cp)
         try:
             check_deploy(m, d, config)
             d = switched(est, m, d, PHASES, q.quants)
@@ -317,7 +318,7 @@ def _metrics(backend: dict, layers: int, q: Question, pt: Point, mix_ms: float, 
 
 
 def _schema() -> dict:
-    ints = {"concurrency", "batch", "tp", "pp", "dp", "moe_tp", "moe_ep", "gpus", "global_batch", "ctx_tokens",
+    ints = {"concurrency", "batch", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "gpus", "global_batch", "ctx_tokens",
             "num_ctx_reqs", "num_gen_reqs"}
     return {c: pl.String if c == "parallel" else pl.Int64 if c in ints else pl.Float64 for c in ROW_COLUMNS}
 

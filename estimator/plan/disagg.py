@@ -18,12 +18,13 @@ import numpy as np
 import polars as pl
 
 from perfledger.estimator.plan.rate_match import Pools, match
+from perfledger.estimator.plan.space import DIMS, Parallel
 from perfledger.safe_io import data_yaml
 
 DISAGG_YAML = Path(__file__).with_name("disagg.yaml")
 
 # the columns of each side of a replica row (prefixed p_ / d_), `workers` first
-SIDE = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "global_batch", "gpus", "seq_s")
+SIDE = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "batch", "global_batch", "gpus", "seq_s")
 
 
 @cache
@@ -46,9 +47,8 @@ def tpot_sweep(doc: dict | None = None) -> list[float]:
 
 
 def parallel_key(frame: pl.DataFrame) -> list[str]:
-    """0.12.0's layout label (tp{tp}pp{pp}dp{dp}etp{moe_tp}ep{moe_ep}); decode categories group and sort by it."""
-    return [f"tp{a}pp{b}dp{c}etp{d}ep{e}" for a, b, c, d, e in
-            frame.select("tp", "pp", "dp", "moe_tp", "moe_ep").iter_rows()]
+    """0.12.0's layout label (plan/space.py `Parallel.label`); decode categories group and sort by it."""
+    return [Parallel(*dims).label for dims in frame.select(*(c for c in DIMS if c in frame.columns)).iter_rows()]
 
 
 def argsort_desc(values: np.ndarray) -> np.ndarray:

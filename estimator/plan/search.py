@@ -22,7 +22,7 @@ from perfledger.estimator.plan.question import Question
 from perfledger.estimator.plan.space import refusal_reason
 
 SIDES = {"prefill": "p", "decode": "d"}
-SIDE_KEYS = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch")
+SIDE_KEYS = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "batch")
 TOTAL_KEYS = ("tokens_per_s_per_gpu", "tokens_per_s_per_gpu_cluster", "tokens_per_s_per_user", "ttft_ms", "tpot_ms",
               "request_latency_ms", "concurrency", "seq_per_s", "gpus", "replicas")
 
@@ -107,7 +107,7 @@ def _row_json(mode: str, row: dict) -> dict:
         for side, prefix in SIDES.items():
             out[side] = {k: row[f"{prefix}_{k}"] for k in SIDE_KEYS}
     else:
-        out.update({k: row[k] for k in ("batch", "tp", "pp", "dp", "moe_tp", "moe_ep") if k in row})
+        out.update({k: row[k] for k in ("batch", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp") if k in row})
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in out.items()}
 
 
@@ -171,11 +171,12 @@ def combine(q: Question, answers: dict[str, ModeAnswer], warnings: list[str]) ->
 
 
 def layout_label(mode: str, r: dict) -> str:
-    """One row's layout in a line: `tp2 b64`, `tp4 etp1 ep4 b32`, disagg `1P(tp2 b1) + 2D(tp4 b64)`."""
+    """One row's layout in a line: `tp2 b64`, `tp4 etp1 ep4 b32`, `tp1 cp2 b20`, disagg `1P(tp2 b1) + 2D(tp4 b64)`."""
     def one(s):
         text = f"tp{s['tp']}" + (f" pp{s['pp']}" if s["pp"] > 1 else "") + (f" dp{s['dp']}" if s["dp"] > 1 else "")
         if s["moe_tp"] > 1 or s["moe_ep"] > 1:
             text += f" etp{s['moe_tp']} ep{s['moe_ep']}"
+        text += f" cp{s['cp']}" if s.get("cp", 1) > 1 else ""
         return f"{text} b{s['batch']}"
 
     if mode == "disagg":

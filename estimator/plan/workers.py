@@ -18,6 +18,7 @@ import polars as pl
 
 from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.models.config import catalog, resolve_model
+from perfledger.estimator.models.context_parallel import prices_context_parallel
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.disagg import decode_batches, settings
 from perfledger.estimator.plan.evaluate import price_many, price_steps
@@ -28,7 +29,7 @@ from perfledger.estimator.plan.space import check_node_ep, enumerate_parallel
 from perfledger.estimator.static import Deploy, check_deploy, decode_passes, pass_ops, under_flags
 
 ROLE_PHASES = {"prefill": ("context",), "decode": ("generation",)}
-COLUMNS = ("tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "global_batch", "gpus", "ttft_ms", "tpot_ms", "seq_s",
+COLUMNS = ("tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "batch", "global_batch", "gpus", "ttft_ms", "tpot_ms", "seq_s",
            "seq_s_gpu", "tokens_s_user", "concurrency", "memory_gib")
 
 
@@ -59,12 +60,13 @@ def candidates(est, q: Question, role: str, *, batches: list[int] | None = None,
                   **{f"{k}_quant": v["quant"] for k, v in quants.items()})
     memory = memory_model(config, q.system, q.backend, q.version, quants)
     is_moe = bool(getattr(m.dims, "experts", 0))
-    layouts = enumerate_parallel(role, moe=is_moe, backend=q.backend, system=q.system, total_gpus=q.total_gpus)
+    layouts = enumerate_parallel(role, moe=is_moe, backend=q.backend, system=q.system, total_gpus=q.total_gpus,
+                                 context_parallel=prices_context_parallel(m, q.backend))
     if batches is None:
         batches = list(range(1, doc["prefill_max_batch"] + 1)) if role == "prefill" else decode_batches(doc)
     frames, unfit, no_data, refused = [], [], [], []
     for p in layouts:  # a layout that cannot be priced is skipped, as 0.12.0 skips it, and named
-        d = replace(base, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, pp=p.pp, attention_dp=p.dp, nextn=q.nextn)
+        d = replace(base, tp=p.tp, moe_tp=p.moe_tp, moe_ep=p.moe_ep, pp=p.pp, attention_dp=p.dp, cp=p.cp, nextn=q.nextn)
         d = switched(est, m, d, ROLE_PHASES[role], q.quants)
         a2a, sized = bool(d.moe_a2a), sized_memory(memory, m, d)
         fitting = []
@@ -129,7 +131,8 @@ def _frame(points, latency: np.ndarray, q: Question, role: str) -> pl.DataFrame:
         return np.round(x, 3)
 
     return pl.DataFrame({"tp": tp, "pp": pp, "dp": dp, "moe_tp": [p.moe_tp for p in p_of],
-                         "moe_ep": [p.moe_ep for p in p_of], "batch": batch, "global_batch": global_batch,
+                         "moe_ep": [p.moe_ep for p in p_of], "cp": [p.cp for p in p_of], "batch": batch,
+                         "global_batch": global_batch,
                          "gpus": np.array([p.gpus for p in p_of]), "ttft_ms": r(ttft), "tpot_ms": r(tpot),
                          "seq_s": r(seq_s), "seq_s_gpu": r(seq_s_gpu), "tokens_s_user": r(user),
                          "concurrency": global_batch, "memory_gib": r(gib),

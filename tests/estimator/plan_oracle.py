@@ -28,12 +28,15 @@ AGG_COLUMNS = {"tokens/s/gpu": "tokens_per_s_per_gpu", "tokens/s/user": "tokens_
                "memory": "memory_gib", "parallel": "parallel"}
 
 
-def run_default(q: Question, out: Path) -> dict[str, pl.DataFrame]:
-    """{"top": best_config_topn.csv, "pareto": pareto.csv} of the agg experiment, columns renamed to ours."""
+def run_default(q: Question, out: Path, with_disagg: bool = False) -> dict[str, pl.DataFrame]:
+    """{"top": best_config_topn.csv, "pareto": pareto.csv} of the agg experiment, columns renamed to ours; the run
+    searches agg only unless `with_disagg` (then its disagg CSVs are under `out` too)."""
     cli = Path(sys.executable).with_name("aiconfigurator")
     cmd = [str(cli), "cli", "default", "--model-path", str(q.model), "--total-gpus", str(q.total_gpus),
            "--system", q.system, "--backend", q.backend, "--isl", str(q.isl), "--osl", str(q.osl),
            "--ttft", str(q.ttft), "--tpot", str(q.tpot), "--save-dir", str(out), "--log-level", "WARNING"]
+    if not with_disagg:
+        cmd += ["--serving-mode", "agg"]
     if q.version:
         cmd += ["--backend-version", q.version]
     if q.prefix:
@@ -51,13 +54,14 @@ def run_default(q: Question, out: Path) -> dict[str, pl.DataFrame]:
 # 0.12.0's worker tables and replica rows in our column names (workers.py, disagg.py)
 WORKER_COLUMNS = {"bs": "batch", "global_bs": "global_batch", "num_total_gpus": "gpus", "ttft": "ttft_ms",
                   "tpot": "tpot_ms", "seq/s": "seq_s", "seq/s/gpu": "seq_s_gpu", "tokens/s/user": "tokens_s_user",
-                  "tp": "tp", "pp": "pp", "dp": "dp", "moe_tp": "moe_tp", "moe_ep": "moe_ep", "concurrency": "concurrency"}
+                  "tp": "tp", "pp": "pp", "dp": "dp", "moe_tp": "moe_tp", "moe_ep": "moe_ep", "cp": "cp",
+                  "concurrency": "concurrency"}
 REPLICA_COLUMNS = {"tokens/s/gpu": "tokens_per_s_per_gpu", "tokens/s/user": "tokens_per_s_per_user", "ttft": "ttft_ms",
                    "tpot": "tpot_ms", "request_latency": "request_latency_ms", "concurrency": "concurrency",
                    "num_total_gpus": "gpus", "(p)workers": "p_workers", "(p)tp": "p_tp", "(p)pp": "p_pp", "(p)dp": "p_dp",
-                   "(p)moe_tp": "p_moe_tp", "(p)moe_ep": "p_moe_ep", "(p)bs": "p_batch", "(d)workers": "d_workers",
-                   "(d)tp": "d_tp", "(d)pp": "d_pp", "(d)dp": "d_dp", "(d)moe_tp": "d_moe_tp", "(d)moe_ep": "d_moe_ep",
-                   "(d)bs": "d_batch"}
+                   "(p)moe_tp": "p_moe_tp", "(p)moe_ep": "p_moe_ep", "(p)cp": "p_cp", "(p)bs": "p_batch",
+                   "(d)workers": "d_workers", "(d)tp": "d_tp", "(d)pp": "d_pp", "(d)dp": "d_dp", "(d)moe_tp": "d_moe_tp",
+                   "(d)moe_ep": "d_moe_ep", "(d)cp": "d_cp", "(d)bs": "d_batch"}
 
 
 @dataclass(frozen=True)
@@ -70,10 +74,14 @@ class DisaggOracle:
     version: str
 
 
+CP_COLUMNS = {"cp", "(p)cp", "(d)cp"}  # a frame without one holds cp 1 layouts only (0.12.0's decode side)
+
+
 def _rows(frame, columns: dict, extra: tuple[str, ...] = ()) -> list[dict]:
     names = {**columns, **{c: c for c in extra}}
-    return [{ours: (float(r[theirs]) if isinstance(r[theirs], float) else int(r[theirs])) for theirs, ours in names.items()}
-            for _, r in frame.iterrows()]
+    absent = {theirs for theirs in CP_COLUMNS & set(names) if theirs not in frame.columns}
+    return [{ours: 1 if theirs in absent else float(r[theirs]) if isinstance(r[theirs], float) else int(r[theirs])
+             for theirs, ours in names.items()} for _, r in frame.iterrows()]
 
 
 def disagg(model: str, total_gpus: int, system: str, backend: str, isl: int, osl: int, ttft: float, tpot: float,
@@ -123,3 +131,26 @@ def assert_rows_equal(ours: pl.DataFrame, ref: pl.DataFrame, what: str):
     for mine, theirs in zip(ours.iter_rows(named=True), ref.iter_rows(named=True), strict=True):
         for col in VALUES:
             assert round(mine[col], 3) == pytest.approx(theirs[col], rel=1e-4, abs=1e-9), f"{what} {mine['parallel']} {col}"
+
+
+def planner_engine(model: str, system: str, backend: str, version: str, parallel: tuple, *, isl: int = 4000,
+                   osl: int = 500, ttft: float = 2000.0, tpot: float = 30.0, total_gpus: int = 8):
+    """(engine handle, model config) 0.12.0's planner builds for a layout (tp, pp, dp, moe_tp, moe_ep, cp) of its agg
+    task for the question: the per-op reference of our steps (mixed / decode steps, static prefill passes)."""
+    import aiconfigurator_core
+    from aiconfigurator.cli.main import build_default_tasks
+    from aiconfigurator_core.sdk import engine
+    from aiconfigurator_core.sdk.models import get_model
+
+    logging.disable(logging.WARNING)
+    try:
+        task = next(t for t in build_default_tasks(model_path=model, total_gpus=total_gpus, system=system, backend=backend,
+                                                   backend_version=version, isl=isl, osl=osl, ttft=ttft,
+                                                   tpot=tpot).values() if t.serving_mode == "agg")
+        config = task.build_model_config(role="agg", parallel=parallel)
+        spec = engine.build_engine_spec_json(get_model(model, config, backend), model_path=model, system=system,
+                                             backend=backend, backend_version=version, nextn=0, kv_block_size=None,
+                                             systems_path=None, database=task._load_database(system, backend, version))
+        return engine.EngineHandle(bytes(aiconfigurator_core.engine_spec_bincode_from_json(spec))), config
+    finally:
+        logging.disable(logging.NOTSET)

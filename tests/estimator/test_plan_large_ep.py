@@ -73,27 +73,13 @@ def replace_quants(d: Deploy, **quants) -> Deploy:
 
 def _reference_engine(backend: str, tp: int, dp: int):
     """0.12.0's planner-built engine of the layout (its task's model config, with the comm backend it resolves)."""
-    import logging
+    from tests.estimator.plan_oracle import planner_engine
 
-    import aiconfigurator_core
-    from aiconfigurator.cli.main import build_default_tasks
-    from aiconfigurator_core.sdk import engine
-    from aiconfigurator_core.sdk.models import get_model
-
-    version, q = VERSIONS[backend], QUESTION
-    logging.disable(logging.WARNING)
-    try:
-        task = next(t for t in build_default_tasks(model_path=MODEL, total_gpus=8, system=SYSTEM, backend=backend,
-                                                   backend_version=version, isl=q.isl, osl=q.osl, ttft=q.ttft,
-                                                   tpot=q.tpot).values() if t.serving_mode == "agg")
-        config = task.build_model_config(role="agg", parallel=(tp, 1, dp, 1, 8, 1))
-        assert config.moe_comm_backend == dict(DEEPEP)
-        spec = engine.build_engine_spec_json(get_model(MODEL, config, backend), model_path=MODEL, system=SYSTEM,
-                                             backend=backend, backend_version=version, nextn=0, kv_block_size=None,
-                                             systems_path=None, database=task._load_database(SYSTEM, backend, version))
-        return engine.EngineHandle(bytes(aiconfigurator_core.engine_spec_bincode_from_json(spec)))
-    finally:
-        logging.disable(logging.NOTSET)
+    q = QUESTION
+    ref, config = planner_engine(MODEL, SYSTEM, backend, VERSIONS[backend], (tp, 1, dp, 1, 8, 1), isl=q.isl, osl=q.osl,
+                                 ttft=q.ttft, tpot=q.tpot)
+    assert config.moe_comm_backend == dict(DEEPEP)
+    return ref
 
 
 @pytest.mark.parametrize("backend,tp,dp", [("vllm", 2, 4), ("vllm", 8, 1), ("sglang", 1, 8), ("sglang", 8, 1),

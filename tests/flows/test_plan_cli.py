@@ -13,7 +13,7 @@ from perfledger.cli import app
 pytestmark = pytest.mark.aic
 QWEN = ["--model", "Qwen/Qwen3-32B", "--total-gpus", "8", "--system", "h200_sxm", "--backend", "vllm", "--isl", "4000",
         "--osl", "500", "--ttft", "2000", "--data", "aic-package"]
-SIDE = {"workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch"}
+SIDE = {"workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "batch"}
 TOTALS = {"tokens_per_s_per_gpu", "tokens_per_s_per_gpu_cluster", "tokens_per_s_per_user", "ttft_ms", "tpot_ms",
           "request_latency_ms", "concurrency", "gpus", "replicas", "total_gpus_used"}
 
@@ -37,7 +37,7 @@ def test_json_has_every_mode_its_front_and_the_best(planned):
         assert TOTALS <= set(row) and set(row["prefill"]) == SIDE and set(row["decode"]) == SIDE
         assert row["gpus"] == row["prefill"]["workers"] * row["prefill"]["tp"] + row["decode"]["workers"] * row["decode"]["tp"]
     for row in payload["agg"]:
-        assert TOTALS | {"batch", "tp", "pp", "dp", "moe_tp", "moe_ep"} <= set(row)
+        assert TOTALS | {"batch", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp"} <= set(row)
     assert all(r["tpot_ms"] <= 30 for r in payload["agg"] + payload["disagg"])
     best = payload["best"]
     assert best["mode"] in ("agg", "disagg")

@@ -136,10 +136,11 @@ def evaluate_by_pool(model, est, key, q, mode, evaluate):
 class ContextAttentionModel(OpModel):
     name = "attention"
     group_keys = ("system", "backend", "version", "fmha_quant", "kv_quant", "head_dim", "window", "kv_heads", "qk_norm",
-                  "lane_defaults", "prefix")
+                  "lane_defaults", "prefix", "side_ops")
     value_columns = ("heads", "isl", "batch")
-    # lane_defaults: static engines pin the framework lane; prefix: cached tokens of each request's isl (see _prefix_share)
-    defaults = {"qk_norm": False, "lane_defaults": False, "prefix": 0}
+    # lane_defaults: static engines pin the framework lane; prefix: cached tokens of each request's isl (see _prefix_share);
+    # side_ops: the call pays the kernel's side ops (a context-parallel rank's second zigzag call shares the first's)
+    defaults = {"qk_norm": False, "lane_defaults": False, "prefix": 0, "side_ops": True}
     tables = ("context_attention_perf",)
     lane_columns = LANE_COLUMNS
 
@@ -175,6 +176,8 @@ class ContextAttentionModel(OpModel):
         return 1.0 - (prefix / np.asarray(q["isl"], dtype=np.float64)) ** 2 if prefix else 1.0
 
     def _side(self, est, key, q, sol_only: bool):
+        if not key.get("side_ops", True):
+            return 0.0
         return side_latency(est.spec(key["system"]), key["fmha_quant"], bool(key["qk_norm"]), q["heads"],
                             int(key["kv_heads"]), int(key["head_dim"]), sol_only=sol_only)
 

@@ -1,0 +1,111 @@
+"""Context parallelism (models/context_parallel.py) against 0.12.0 on h200 sglang 0.5.14: every op of a cp layout's
+prefill pass, mixed step and decode step against the engine 0.12.0's planner builds for that layout (dense Qwen3-32B,
+MoE Qwen3-30B-A3B), the layouts the search sweeps, and the refusals."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from perfledger.estimator.errors import UnsupportedModelError
+from perfledger.estimator.models.config import resolve_model
+from perfledger.estimator.models.plans.registry import load_model
+from perfledger.estimator.plan.evaluate import price_many
+from perfledger.estimator.plan.space import Parallel, ParallelWidthError, check_moe_width, enumerate_parallel
+from perfledger.estimator.plan.steps import decode_step, mixed_step
+from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
+from perfledger.estimator.static import Deploy, check_deploy, pass_ops
+
+SYSTEM, BACKEND, VERSION = "h200_sxm", "sglang", "0.5.14"
+DENSE, MOE = "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B"
+
+
+def _deploy(model: str, backend: str = BACKEND, **parallel) -> tuple:
+    m = load_model(model)
+    quants = resolve_quants(resolve_model(model), backend, {"gemm": None, "moe": None, "kv": None, "fmha": None})
+    return m, Deploy(SYSTEM, backend, VERSION, **parallel, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
+
+
+@cache
+def _reference_engine(model: str, parallel: tuple):
+    """0.12.0's planner-built engine of the layout (tp, pp, dp, moe_tp, moe_ep, cp)."""
+    from tests.estimator.plan_oracle import planner_engine
+
+    return planner_engine(model, SYSTEM, BACKEND, VERSION, parallel)[0]
+
+
+def _named(ops, prefix: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, ms, *_ in ops:
+        out[name.removeprefix(prefix)] = out.get(name.removeprefix(prefix), 0.0) + ms
+    return out
+
+
+def _assert_ops_equal(ours: dict, theirs: dict, what: str) -> None:
+    theirs = {n: ms for n, ms in theirs.items() if ms or n in ours}
+    assert set(ours) == set(theirs), what
+    for name, ms in theirs.items():
+        assert ours[name] == pytest.approx(ms, rel=1e-9, abs=1e-12), f"{what} {name}"
+
+
+# (model, moe_tp, moe_ep, cp): dense, MoE expert-parallel and expert-TP widths
+LAYOUTS = [(DENSE, 1, 1, 2), (DENSE, 1, 1, 8), (MOE, 1, 4, 4), (MOE, 4, 1, 4), (MOE, 2, 1, 2)]
+# prefill passes (batch, isl, prefix): divisible and ragged token counts, a cached prefix
+PREFILLS = [(1, 4000, 0), (3, 1001, 0), (2, 4001, 1234), (1, 7, 0)]
+# mixed steps (ctx tokens, decode requests, isl, osl, prefix): a chunk of one request, two whole requests, a prefix
+MIXED = [(4000, 7, 4000, 500, 0), (8000, 30, 4000, 500, 0), (1500, 3, 4000, 500, 0), (8000, 31, 4000, 500, 1000)]
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("model,moe_tp,moe_ep,cp", LAYOUTS)
+def test_context_parallel_passes_match_the_planner_model_per_op(wheel_est, model, moe_tp, moe_ep, cp):
+    """Prefill passes, mixed and decode steps op by op at 1e-9: the per-rank token share (ceil on the whole pass),
+    the zigzag attention pair, the KV all-gather and the MoE's whole-pass experts and cp collectives."""
+    ref = _reference_engine(model, (1, 1, 1, moe_tp, moe_ep, cp))
+    m, d = _deploy(model, cp=cp, moe_tp=moe_tp, moe_ep=moe_ep)
+    check_deploy(m, d, resolve_model(model))
+    lists = [pass_ops(m, d, b * (isl - p), True, b, isl, prefix=p) for b, isl, p in PREFILLS]
+    lists += [mixed_step(m, d, ctx_tokens=c, gen_requests=g, isl=i, osl=o, prefix=p) for c, g, i, o, p in MIXED]
+    lists += [decode_step(m, d, gen_requests=g, isl=i, osl=o) for _, g, i, o, _ in MIXED]
+    priced = price_many(wheel_est, lists, wheel_est.spec(SYSTEM))
+    for (b, isl, p), ours in zip(PREFILLS, priced, strict=False):
+        context, _ = ref.run_static_per_op(batch_size=b, isl=isl, osl=2, prefix=p, mode="static_ctx")
+        _assert_ops_equal(ours, _named(context, "context_"), f"prefill {(b, isl, p)}")
+    steps = priced[len(PREFILLS):]
+    for (c, g, i, o, p), mixed, decode in zip(MIXED, steps, steps[len(MIXED):], strict=False):
+        shared, context, generation = ref.mixed_step_breakdown_per_op(c, g, i, o, p, 1.0, 1.0)
+        theirs = _named(shared, "context_") | {"context_attention (scaled)": sum(ms for _, ms, *_ in context),
+                                              "generation_attention": sum(ms for _, ms, *_ in generation)}
+        _assert_ops_equal(mixed, theirs, f"mixed {(c, g, i, o, p)}")
+        _assert_ops_equal(decode, _named(ref.decode_step_per_op(g, i, o, 1.0), "generation_"), f"decode {(g, i, o)}")
+
+
+def test_the_search_sweeps_cp_only_without_attention_tp_or_dp():
+    dense = enumerate_parallel("agg", moe=False, backend=BACKEND, system=SYSTEM, total_gpus=8, context_parallel=True)
+    assert [p for p in dense if p.cp > 1] == [Parallel(cp=2), Parallel(cp=4), Parallel(cp=8)]
+    assert Parallel(cp=2).label == "tp1pp1dp1etp1ep1cp2" and Parallel(cp=2).gpus == 2
+    moe = enumerate_parallel("prefill", moe=True, backend=BACKEND, system=SYSTEM, total_gpus=4, context_parallel=True)
+    assert {(p.moe_tp, p.moe_ep, p.cp) for p in moe if p.cp > 1} == {(2, 1, 2), (1, 2, 2), (4, 1, 4), (2, 2, 4), (1, 4, 4)}
+    assert all(p.tp == p.dp == 1 for p in moe if p.cp > 1)
+    assert all(p.cp == 1 for p in enumerate_parallel("decode", moe=True, backend=BACKEND, system=SYSTEM, total_gpus=8,
+                                                     context_parallel=True))
+    assert all(p.cp == 1 for p in enumerate_parallel("agg", moe=False, backend=BACKEND, system=SYSTEM, total_gpus=8))
+
+
+@pytest.mark.parametrize("model,backend,parallel,why", [
+    (DENSE, "vllm", dict(cp=2), "not priced for Qwen3ForCausalLM on vllm"),
+    ("openai/gpt-oss-120b", BACKEND, dict(cp=2, moe_ep=2), "not priced for GptOssForCausalLM on sglang"),
+    (DENSE, BACKEND, dict(cp=2, tp=2), "needs tp 1 and attention-dp 1"),
+    (MOE, BACKEND, dict(cp=2, moe_ep=4), "must equal tp 1 x attention-dp 1 x cp 2 = 2"),
+])
+def test_context_parallel_refusals_name_the_reason(model, backend, parallel, why):
+    m, d = _deploy(model, backend, **parallel)
+    with pytest.raises((UnsupportedModelError, ParallelWidthError), match=why):
+        check_deploy(m, d, resolve_model(model))
+
+
+def test_moe_width_counts_context_parallel_ranks():
+    check_moe_width(1, 1, 2, 2, cp=4)
+    with pytest.raises(ParallelWidthError, match="cp must be >= 1"):
+        check_moe_width(1, 1, 1, 1, cp=0)
