@@ -25,7 +25,7 @@ from perfledger.estimator.plan.search import search_disagg
 
 WITNESS_BATCHES = [1]
 KINDS = ("refused", "unfit", "missing_data", "too_tight")  # why nothing was found
-LAYOUT = ("tp", "pp", "dp", "moe_tp", "moe_ep", "batch")
+LAYOUT = ("tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "batch")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,10 @@ def _worker_tiers(workers: pl.DataFrame, row: dict, side: str) -> set[str]:
     return {t for joined in match["tiers"].to_list() for t in joined.split(",") if t} if "tiers" in match.columns else set()
 
 
+def _cp(cp: int) -> str:
+    return f" cp{cp}" if cp > 1 else ""
+
+
 def disagg_feasible(est, q: Question) -> Feasibility:
     """The disagg mode: batch-1 decode workers, else the full disagg search."""
     def attempt(batches):
@@ -100,7 +104,7 @@ def disagg_feasible(est, q: Question) -> Feasibility:
     prefill, decode = found.pools  # the replica rows carry the workers' layouts; their tiers are in the pools
     tiers = _worker_tiers(prefill, best, "p") | _worker_tiers(decode, best, "d")
     label = " + ".join(f"{int(best[f'{s}_workers'])}{s.upper()}(tp{best[f'{s}_tp']} dp{best[f'{s}_dp']} "
-                       f"ep{best[f'{s}_moe_ep']} b{best[f'{s}_batch']})" for s in ("p", "d"))
+                       f"ep{best[f'{s}_moe_ep']}{_cp(best[f'{s}_cp'])} b{best[f'{s}_batch']})" for s in ("p", "d"))
     return Feasibility("disagg", True, frozenset(tiers), label, full_search=full)
 
 

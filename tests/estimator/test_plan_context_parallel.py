@@ -109,3 +109,16 @@ def test_moe_width_counts_context_parallel_ranks():
     check_moe_width(1, 1, 2, 2, cp=4)
     with pytest.raises(ParallelWidthError, match="cp must be >= 1"):
         check_moe_width(1, 1, 1, 1, cp=0)
+
+
+def test_a_disagg_witness_reads_the_tiers_of_its_own_cp_worker():
+    """The support matrix grades a disagg witness by its workers' op tiers: a tp1 cp2 prefill is not its tp1 twin."""
+    import polars as pl
+
+    from perfledger.estimator.plan.feasible import _worker_tiers
+
+    workers = pl.DataFrame({"tp": [1, 1], "pp": [1, 1], "dp": [1, 1], "moe_tp": [1, 1], "moe_ep": [1, 1], "cp": [1, 2],
+                            "batch": [1, 1], "tiers": ["silicon", "silicon,xshape"]})
+    best = {"p_tp": 1, "p_pp": 1, "p_dp": 1, "p_moe_tp": 1, "p_moe_ep": 1, "p_cp": 2, "p_batch": 1}
+    assert _worker_tiers(workers, best, "p") == {"silicon", "xshape"}
+    assert _worker_tiers(workers, {**best, "p_cp": 1}, "p") == {"silicon"}
