@@ -55,8 +55,9 @@ def split_context(build: Callable[[int, int], list], m: PricedModel, d, tokens: 
     for share, (name, op, query, scale) in zip(shares, whole, strict=True):
         if name == ATTENTION:
             out += zigzag(op, query, scale, cp)
-            kv_elements = query["kv_heads"] * query["head_dim"] * 2 * kv_element_bytes(query["kv_quant"]) / 2
-            out.append((KV_GATHER, "comm", collective(rule["kv_gather"], tokens * kv_elements), m.dims.layers))
+            if all(entry[0] != KV_GATHER for entry in out):  # one gather of every layer's KV (banded layers too)
+                kv_elements = query["kv_heads"] * query["head_dim"] * 2 * kv_element_bytes(query["kv_quant"]) / 2
+                out.append((KV_GATHER, "comm", collective(rule["kv_gather"], tokens * kv_elements), m.dims.layers))
         elif name in rule["whole_tokens"]:
             out.append((name, op, query, scale))
         elif name in rule["dispatch"]:
@@ -68,7 +69,8 @@ def split_context(build: Callable[[int, int], list], m: PricedModel, d, tokens: 
 
 def zigzag(op: str, query: dict, scale: float, cp: int) -> list:
     """Rank 0's attention under the zigzag split: its first chunk of c query tokens over the cached prefix, and the
-    mirrored last chunk over the prompt's first isl - c tokens, the second call without the side ops."""
+    mirrored last chunk over the prompt's first isl - c tokens, the second call without the side ops (a banded
+    layer's window kept)."""
     isl, prefix = int(query["isl"]), int(query.get("prefix") or 0)
     chunk = ceil((isl - prefix) / (2 * cp))
     return [(ATTENTION, op, {**query, "isl": chunk + prefix, "prefix": prefix}, scale),

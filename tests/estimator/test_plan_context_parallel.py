@@ -1,6 +1,6 @@
 """Context parallelism (models/context_parallel.py) against 0.12.0 on h200 sglang 0.5.14: every op of a cp layout's
 prefill pass, mixed step and decode step against the engine 0.12.0's planner builds for that layout (dense Qwen3-32B,
-MoE Qwen3-30B-A3B), the layouts the search sweeps, and the refusals."""
+MoE Qwen3-30B-A3B, gpt-oss-20b's banded and global layers), the layouts the search sweeps, and the refusals."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
 from perfledger.estimator.static import Deploy, check_deploy, pass_ops
 
 SYSTEM, BACKEND, VERSION = "h200_sxm", "sglang", "0.5.14"
-DENSE, MOE = "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B"
+DENSE, MOE, BANDED = "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b"
 
 
 def _deploy(model: str, backend: str = BACKEND, **parallel) -> tuple:
@@ -49,8 +49,9 @@ def _assert_ops_equal(ours: dict, theirs: dict, what: str) -> None:
         assert ours[name] == pytest.approx(ms, rel=1e-9, abs=1e-12), f"{what} {name}"
 
 
-# (model, moe_tp, moe_ep, cp): dense, MoE expert-parallel and expert-TP widths
-LAYOUTS = [(DENSE, 1, 1, 2), (DENSE, 1, 1, 8), (MOE, 1, 4, 4), (MOE, 4, 1, 4), (MOE, 2, 1, 2)]
+# (model, moe_tp, moe_ep, cp): dense, MoE expert-parallel and expert-TP widths, banded (window 128) layers
+LAYOUTS = [(DENSE, 1, 1, 2), (DENSE, 1, 1, 8), (MOE, 1, 4, 4), (MOE, 4, 1, 4), (MOE, 2, 1, 2), (BANDED, 1, 2, 2),
+           (BANDED, 2, 4, 8)]
 # prefill passes (batch, isl, prefix): divisible and ragged token counts, a cached prefix
 PREFILLS = [(1, 4000, 0), (3, 1001, 0), (2, 4001, 1234), (1, 7, 0)]
 # mixed steps (ctx tokens, decode requests, isl, osl, prefix): a chunk of one request, two whole requests, a prefix
@@ -95,7 +96,7 @@ def test_the_search_sweeps_cp_only_without_attention_tp_or_dp():
 
 @pytest.mark.parametrize("model,backend,parallel,why", [
     (DENSE, "vllm", dict(cp=2), "not priced for Qwen3ForCausalLM on vllm"),
-    ("openai/gpt-oss-120b", BACKEND, dict(cp=2, moe_ep=2), "not priced for GptOssForCausalLM on sglang"),
+    ("Qwen/Qwen3-VL-8B-Instruct", BACKEND, dict(cp=2), "not priced for Qwen3VLForConditionalGeneration on sglang"),
     (DENSE, BACKEND, dict(cp=2, tp=2), "needs tp 1 and attention-dp 1"),
     (MOE, BACKEND, dict(cp=2, moe_ep=4), "must equal tp 1 x attention-dp 1 x cp 2 = 2"),
 ])
