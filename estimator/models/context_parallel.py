@@ -16,6 +16,7 @@ from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig
 from perfledger.estimator.models.memory import kv_element_bytes
 from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.plan.space import context_parallel_alone
 from perfledger.safe_io import data_yaml
 
 CONTEXT_PARALLEL_YAML = Path(__file__).with_name("context_parallel.yaml")
@@ -36,7 +37,7 @@ def check_context_parallel(m: PricedModel, d, config: ModelConfig) -> None:
         raise UnsupportedModelError(f"{config.name}: context parallelism (cp {d.cp}) is not priced for "
                                     f"{config.architecture} on {d.backend} ({MODELS_YAML.name} context_parallel: "
                                     f"{', '.join(backends) or 'none'})")
-    if d.tp > 1 or d.attention_dp > 1:
+    if not context_parallel_alone(d.tp, d.attention_dp, d.cp):
         raise UnsupportedModelError(f"{config.name}: context parallelism (cp {d.cp}) needs tp 1 and attention-dp 1 "
                                     f"(got tp {d.tp}, attention-dp {d.attention_dp})")
 
@@ -50,12 +51,13 @@ def split_context(build: Callable[[int, int], list], m: PricedModel, d, tokens: 
     def collective(op: str, elements: float) -> dict:
         return {**base, "op": op, "quant": rule["quant"], "num_gpus": cp, "elements": elements}
 
-    out = []
+    out, gathered = [], False
     shares, whole = build(ceil(tokens / cp), ceil(batch / cp)), build(tokens, batch)
     for share, (name, op, query, scale) in zip(shares, whole, strict=True):
         if name == ATTENTION:
             out += zigzag(op, query, scale, cp)
-            if all(entry[0] != KV_GATHER for entry in out):  # one gather of every layer's KV (banded layers too)
+            if not gathered:  # one gather of every layer's KV (banded layers too)
+                gathered = True
                 kv_elements = query["kv_heads"] * query["head_dim"] * 2 * kv_element_bytes(query["kv_quant"]) / 2
                 out.append((KV_GATHER, "comm", collective(rule["kv_gather"], tokens * kv_elements), m.dims.layers))
         elif name in rule["whole_tokens"]:

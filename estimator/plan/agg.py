@@ -46,7 +46,6 @@ GIB = float(1 << 30)
 ROW_COLUMNS = ["tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms", "request_latency_ms",
                "concurrency", "batch", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "gpus", "global_batch", "seq_per_s",
                "tokens_per_s", "ctx_tokens", "num_ctx_reqs", "num_gen_reqs", "memory_gib", "parallel"]
-JSON_COLUMNS = ROW_COLUMNS[:13]  # an agg row of `perfledger plan --json` (issue #13)
 
 
 @cache

@@ -24,7 +24,7 @@ from perfledger.safe_io import data_yaml
 DISAGG_YAML = Path(__file__).with_name("disagg.yaml")
 
 # the columns of each side of a replica row (prefixed p_ / d_), `workers` first
-SIDE = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "batch", "global_batch", "gpus", "seq_s")
+SIDE = ("workers", *DIMS, "batch", "global_batch", "gpus", "seq_s")
 
 
 @cache

@@ -22,10 +22,11 @@ from perfledger.estimator.errors import EstimatorError, NoDataError, Unsupported
 from perfledger.estimator.plan import agg
 from perfledger.estimator.plan.question import Question
 from perfledger.estimator.plan.search import search_disagg
+from perfledger.estimator.plan.space import DIMS
 
 WITNESS_BATCHES = [1]
 KINDS = ("refused", "unfit", "missing_data", "too_tight")  # why nothing was found
-LAYOUT = ("tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "batch")
+LAYOUT = (*DIMS, "batch")
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ import polars as pl
 from perfledger.estimator.plan import disagg, pareto, workers
 from perfledger.estimator.plan.agg import agg_search
 from perfledger.estimator.plan.question import Question
-from perfledger.estimator.plan.space import refusal_reason
+from perfledger.estimator.plan.space import DIMS, refusal_reason
 
 SIDES = {"prefill": "p", "decode": "d"}
-SIDE_KEYS = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "batch")
+SIDE_KEYS = ("workers", *DIMS, "batch")
 TOTAL_KEYS = ("tokens_per_s_per_gpu", "tokens_per_s_per_gpu_cluster", "tokens_per_s_per_user", "ttft_ms", "tpot_ms",
               "request_latency_ms", "concurrency", "seq_per_s", "gpus", "replicas")
 
@@ -96,7 +96,7 @@ def search_disagg(est, q: Question, *, decode_batches: list[int] | None = None, 
                   if fastest >= q.ttft else "too tight: no prefill and decode pair forms a replica within "
                   f"{q.total_gpus} GPUs under the TPOT sweep")
         return Feasible(rows, [], reason, warnings, pools)
-    side = rows.select(*(pl.col(f"d_{c}").alias(c) for c in ("tp", "pp", "dp", "moe_tp", "moe_ep")))
+    side = rows.select(*(pl.col(f"d_{c}").alias(c) for c in DIMS))
     return Feasible(rows, disagg.parallel_key(side), None, warnings, pools)
 
 
@@ -107,7 +107,7 @@ def _row_json(mode: str, row: dict) -> dict:
         for side, prefix in SIDES.items():
             out[side] = {k: row[f"{prefix}_{k}"] for k in SIDE_KEYS}
     else:
-        out.update({k: row[k] for k in ("batch", "tp", "pp", "dp", "moe_tp", "moe_ep", "cp") if k in row})
+        out.update({k: row[k] for k in ("batch", *DIMS) if k in row})
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in out.items()}
 
 

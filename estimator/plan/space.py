@@ -62,6 +62,11 @@ def check_moe_width(tp: int, dp: int, moe_tp: int, moe_ep: int, *, cp: int = 1, 
                                  f"{span} = {tp * dp * cp}")
 
 
+def context_parallel_alone(tp: int, dp: int, cp: int) -> bool:
+    """Context parallelism runs only on layouts without attention TP or DP (the only ones 0.12.0 prices)."""
+    return cp == 1 or tp * dp == 1
+
+
 def check_node_ep(p: Parallel, gpus_per_node: int, large_ep: bool = False) -> None:
     """Expert parallelism wider than a node: priced only through the MoE all-to-all (`large_ep`: the layout switched,
     plan/large_ep.py); 0.12.0 refuses it without DeepEP all-to-all data."""
@@ -96,10 +101,10 @@ def enumerate_parallel(role: str, *, moe: bool, backend: str, system: str, total
     out = []
     if not moe:
         return [Parallel(tp, pp, cp=cp) for tp, pp, cp in product(lists["tp"], lists["pp"], lists["cp"])
-                if tp * pp * cp in sizes and (cp == 1 or tp == 1)]
+                if tp * pp * cp in sizes and context_parallel_alone(tp, 1, cp)]
     for dims in product(*(lists[d] for d in DIMS)):
         p = Parallel(*dims)
-        if p.gpus not in sizes or p.moe_tp * p.moe_ep != p.tp * p.dp * p.cp or (p.cp > 1 and p.tp * p.dp > 1):
+        if p.gpus not in sizes or p.moe_tp * p.moe_ep != p.tp * p.dp * p.cp or not context_parallel_alone(p.tp, p.dp, p.cp):
             continue
         if any(all(getattr(p, d) > 1 for d in rule) for rule in exclusions):
             continue

@@ -25,12 +25,12 @@ from perfledger.estimator.plan.evaluate import price_many, price_steps
 from perfledger.estimator.plan.fit import memory_model
 from perfledger.estimator.plan.large_ep import sized_memory, switched
 from perfledger.estimator.plan.question import Question, role_quants
-from perfledger.estimator.plan.space import check_node_ep, enumerate_parallel
+from perfledger.estimator.plan.space import DIMS, check_node_ep, enumerate_parallel
 from perfledger.estimator.static import Deploy, check_deploy, decode_passes, pass_ops, under_flags
 
 ROLE_PHASES = {"prefill": ("context",), "decode": ("generation",)}
-COLUMNS = ("tp", "pp", "dp", "moe_tp", "moe_ep", "cp", "batch", "global_batch", "gpus", "ttft_ms", "tpot_ms", "seq_s",
-           "seq_s_gpu", "tokens_s_user", "concurrency", "memory_gib")
+COLUMNS = (*DIMS, "batch", "global_batch", "gpus", "ttft_ms", "tpot_ms", "seq_s", "seq_s_gpu", "tokens_s_user",
+           "concurrency", "memory_gib")
 
 
 @dataclass(frozen=True)
