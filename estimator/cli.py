@@ -34,6 +34,8 @@ def register(app: typer.Typer) -> None:
         moe_ep: int = typer.Option(1, help="MoE expert parallel size"),
         pp: int = typer.Option(1, help="Pipeline parallel size (every layer stays on the serial path, + pp-1 hand-offs)"),
         attention_dp: int = typer.Option(1, "--attention-dp", help="Attention data-parallel ranks (MoE models)"),
+        cp: int = typer.Option(1, "--cp", help="Context-parallel ranks: each prefills a share of every prompt, decode "
+                               "runs without (SGLang, tp 1, attention-dp 1; MoE width moe_tp x moe_ep = cp)"),
         nextn: int = typer.Option(0, help="MTP draft tokens per decode step"),
         prefix: int = typer.Option(0, help="Cached prefix tokens of each request (part of --isl)"),
         image_height: int = typer.Option(0, "--image-height", help="Image height in pixels (VL models; 0: no images)"),
@@ -87,7 +89,7 @@ def register(app: typer.Typer) -> None:
         def priced(how: str):
             config = model_for(model, model_config)
             deploy = Deploy(system, backend, version, tp=tp, moe_tp=moe_tp, moe_ep=moe_ep, pp=pp, attention_dp=attention_dp,
-                            nextn=nextn, gemm_quant=gemm_quant,
+                            cp=cp, nextn=nextn, gemm_quant=gemm_quant,
                             moe_quant=moe_quant, kv_quant=kv_quant, fmha_quant=fmha_quant, moe_backend=moe_backend)
             return config, static(_source(data, warehouse), config, deploy, batch=batch, isl=isl, osl=osl, mode=how,
                                   prefix=prefix, images=images)
@@ -107,8 +109,8 @@ def register(app: typer.Typer) -> None:
 
         usage = ("give --model or --model-config" if not (model or model_config)
                  else "--batch, --isl and --osl must be >= 1" if min(batch, isl, osl) < 1
-                 else "--tp, --pp, --attention-dp, --moe-tp, --moe-ep must be >= 1 and --nextn >= 0"
-                 if min(tp, pp, attention_dp, moe_tp, moe_ep) < 1 or nextn < 0
+                 else "--tp, --pp, --attention-dp, --cp, --moe-tp, --moe-ep must be >= 1 and --nextn >= 0"
+                 if min(tp, pp, attention_dp, cp, moe_tp, moe_ep) < 1 or nextn < 0
                  else "--prefix must be in [0, --isl)" if not 0 <= prefix < isl
                  else "--image-height, --image-width and --num-images must be >= 0"
                  if min(image_height, image_width, num_images) < 0 else None)

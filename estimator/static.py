@@ -23,7 +23,7 @@ from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency, mem_op_sol
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
-from perfledger.estimator.models.context_parallel import check_context_parallel, split_context
+from perfledger.estimator.models.context_parallel import check_context_parallel, split_context, split_decode
 from perfledger.estimator.models.memory import flag_overridden
 from perfledger.estimator.models.plans.registry import PLANS, load_model
 from perfledger.estimator.models.priced import PricedModel
@@ -230,9 +230,11 @@ def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, 
         tokens, batch, mtp = tokens * (d.nextn + 1), batch * (d.nextn + 1), (m.dims.layers + d.nextn) / m.dims.layers
     if context and d.cp > 1:
         ops = split_context(lambda t, b: _with_prefix(m, plan.ops(m, replace(d, cp=1), t, True, b, seq), prefix, seq),
-                            m, d, tokens, batch)
+                            m, d, tokens, batch, plan.kv_gathers(m))
     else:
         ops = _with_prefix(m, plan.ops(m, d, tokens, context, batch, seq), prefix if context else 0, seq)
+        if d.cp > 1:
+            ops = split_decode(ops, m, d)
     if d.pp > 1:
         rank_tokens = ceil(tokens / d.cp) if context else tokens
         ops.append(("p2p", "p2p", {"bytes": rank_tokens * m.dims.hidden * 2}, d.pp - 1))

@@ -1,8 +1,9 @@
 """Context parallelism on the context pass: the op list of a cp-rank prefill from the layer plan's own ops.
 
 The plan is built twice, at the per-rank share of the pass (ceil(tokens / cp) tokens, ceil(batch / cp) rows) and at
-the whole pass; context_parallel.yaml says which ops take the whole pass, how attention splits (zigzag) and which
-collectives the ranks add. Which architectures price it on which backend: models.yaml `context_parallel`.
+the whole pass; context_parallel.yaml says which ops take the whole pass, how attention splits (zigzag), which
+collectives the ranks add and what a cp layout's decode step leaves out. Which architectures price it on which
+backend: models.yaml `context_parallel`; the KV all-gathers per attention type: the layer plan's `kv_gathers`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig
 from perfledger.estimator.models.memory import kv_element_bytes
-from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.models.priced import KVGather, PricedModel
 from perfledger.estimator.plan.space import context_parallel_alone
 from perfledger.safe_io import data_yaml
 
@@ -42,9 +43,11 @@ def check_context_parallel(m: PricedModel, d, config: ModelConfig) -> None:
                                     f"(got tp {d.tp}, attention-dp {d.attention_dp})")
 
 
-def split_context(build: Callable[[int, int], list], m: PricedModel, d, tokens: int, batch: int) -> list:
+def split_context(build: Callable[[int, int], list], m: PricedModel, d, tokens: int, batch: int,
+                  kv_gathers: list[KVGather]) -> list:
     """The context pass of `tokens` new tokens over `batch` requests on d.cp ranks; `build(tokens, batch)` is the
-    plan's op list of a one-rank pass (cached prefix applied)."""
+    plan's op list of a one-rank pass (cached prefix applied); `kv_gathers`: the plan's KV all-gathers, added after
+    the first attention entry."""
     cp, rule = d.cp, _rules()[d.backend]
     base = {"system": d.system, "backend": d.backend, "version": d.version}
 
@@ -52,21 +55,31 @@ def split_context(build: Callable[[int, int], list], m: PricedModel, d, tokens: 
         return {**base, "op": op, "quant": rule["quant"], "num_gpus": cp, "elements": elements}
 
     out, gathered = [], False
+    kv_bytes = kv_element_bytes(d.kv_quant) / 2  # as half elements
     shares, whole = build(ceil(tokens / cp), ceil(batch / cp)), build(tokens, batch)
     for share, (name, op, query, scale) in zip(shares, whole, strict=True):
+        dispatch = next((collective_op for suffix, collective_op in rule["dispatch"].items() if name.endswith(suffix)),
+                        None)
         if name == ATTENTION:
             out += zigzag(op, query, scale, cp)
-            if not gathered:  # one gather of every layer's KV (banded layers too)
+            if not gathered:
                 gathered = True
-                kv_elements = query["kv_heads"] * query["head_dim"] * 2 * kv_element_bytes(query["kv_quant"]) / 2
-                out.append((KV_GATHER, "comm", collective(rule["kv_gather"], tokens * kv_elements), m.dims.layers))
-        elif name in rule["whole_tokens"]:
+                out += [(KV_GATHER + g.suffix, "comm", collective(rule["kv_gather"], tokens * g.elements * kv_bytes),
+                         g.layers) for g in kv_gathers if g.layers]
+        elif op in rule["whole_tokens"]:
             out.append((name, op, query, scale))
-        elif name in rule["dispatch"]:
-            out.append((name, "comm", collective(rule["dispatch"][name], tokens * m.dims.hidden), scale))
+        elif dispatch is not None:
+            out.append((name, "comm", collective(dispatch, tokens * m.dims.hidden), scale))
         else:
             out.append(share)
     return out
+
+
+def split_decode(ops: list, m: PricedModel, d) -> list:
+    """A cp layout's decode pass: the plan's tp1 pass without the ops context_parallel.yaml `decode_without` names
+    for the plan kind (by name suffix)."""
+    dropped = tuple(_rules()[d.backend].get("decode_without", {}).get(m.family["kind"], ()))
+    return [op for op in ops if not op[0].endswith(dropped)] if dropped else ops
 
 
 def zigzag(op: str, query: dict, scale: float, cp: int) -> list:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from perfledger.estimator.models.config import ModelDims
 from perfledger.estimator.quant.checkpoint import Unquantized
@@ -29,3 +29,17 @@ class PricedModel:
     def _mapping(self) -> dict[str, Any]:  # built once: a search sizes one model at hundreds of points
         plan = asdict(self.plan_dims) if self.plan_dims is not None else {}
         return {**asdict(self.dims), **plan, **self.unquantized.flags()}
+
+
+class KVGather(NamedTuple):
+    """One KV all-gather of a cp context pass: its name suffix, the K and V elements one token holds per layer (one
+    attention rank, unquantized count) and the layers it covers."""
+
+    suffix: str
+    elements: int
+    layers: float
+
+
+def uniform_kv_gather(m: PricedModel) -> list[KVGather]:
+    """One gather over every layer of a model whose layers share one KV geometry (banded ones too, as gpt-oss's)."""
+    return [KVGather("", m.dims.kv_heads * m.dims.head_dim * 2, m.dims.layers)]

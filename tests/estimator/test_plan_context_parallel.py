@@ -1,6 +1,7 @@
 """Context parallelism (models/context_parallel.py) against 0.12.0 on h200 sglang 0.5.14: every op of a cp layout's
 prefill pass, mixed step and decode step against the engine 0.12.0's planner builds for that layout (dense Qwen3-32B,
-MoE Qwen3-30B-A3B, gpt-oss-20b's banded and global layers), the layouts the search sweeps, and the refusals."""
+MoE Qwen3-30B-A3B, gpt-oss-20b's banded and global layers, Gemma-4's and the hybrid MoE family's per-type attention
+and KV gathers), `estimate static --cp`, the layouts the search sweeps, and the refusals."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from perfledger.estimator.static import Deploy, check_deploy, pass_ops
 
 SYSTEM, BACKEND, VERSION = "h200_sxm", "sglang", "0.5.14"
 DENSE, MOE, BANDED = "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b"
+GEMMA4, SCOUT, MIMO_V2 = "google/gemma-4-26B-A4B", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "XiaomiMiMo/MiMo-V2-Flash"
 
 
 def _deploy(model: str, backend: str = BACKEND, **parallel) -> tuple:
@@ -51,7 +53,7 @@ def _assert_ops_equal(ours: dict, theirs: dict, what: str) -> None:
 
 # (model, moe_tp, moe_ep, cp): dense, MoE expert-parallel and expert-TP widths, banded (window 128) layers
 LAYOUTS = [(DENSE, 1, 1, 2), (DENSE, 1, 1, 8), (MOE, 1, 4, 4), (MOE, 4, 1, 4), (MOE, 2, 1, 2), (BANDED, 1, 2, 2),
-           (BANDED, 2, 4, 8)]
+           (BANDED, 2, 4, 8), (GEMMA4, 1, 2, 2), (GEMMA4, 2, 4, 8), (SCOUT, 1, 2, 2), (SCOUT, 2, 4, 8), (MIMO_V2, 1, 4, 4)]
 # prefill passes (batch, isl, prefix): divisible and ragged token counts, a cached prefix
 PREFILLS = [(1, 4000, 0), (3, 1001, 0), (2, 4001, 1234), (1, 7, 0)]
 # mixed steps (ctx tokens, decode requests, isl, osl, prefix): a chunk of one request, two whole requests, a prefix
@@ -123,3 +125,25 @@ def test_a_disagg_witness_reads_the_tiers_of_its_own_cp_worker():
     best = {"p_tp": 1, "p_pp": 1, "p_dp": 1, "p_moe_tp": 1, "p_moe_ep": 1, "p_cp": 2, "p_batch": 1}
     assert _worker_tiers(workers, best, "p") == {"silicon", "xshape"}
     assert _worker_tiers(workers, {**best, "p_cp": 1}, "p") == {"silicon"}
+
+
+@pytest.mark.aic
+@pytest.mark.parametrize("model,moe_ep,cp", [(DENSE, 1, 2), (GEMMA4, 4, 4), (SCOUT, 2, 2)])
+def test_estimate_static_cp_matches_the_planner_engine(wheel_est, model, moe_ep, cp):
+    """`estimate static --cp`: TTFT and TPOT of the cp layout equal 0.12.0's planner-built engine's static run."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from perfledger.cli import app
+
+    ttft, generation, _ = _reference_engine(model, (1, 1, 1, 1, moe_ep, cp)).run_static(batch_size=3, isl=1001, osl=20)
+    args = ["estimate", "static", "--model", model, "--system", SYSTEM, "--backend", BACKEND, "--version", VERSION,
+            "--cp", str(cp), "--moe-ep", str(moe_ep), "--batch", "3", "--isl", "1001", "--osl", "20", "--data",
+            "aic-package", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["ttft_ms"] == pytest.approx(ttft, rel=1e-9) and out["tpot_ms"] == pytest.approx(generation / 19, rel=1e-9)
+    refused = CliRunner().invoke(app, [*args[:7], "vllm", "--version", "0.24.0", *args[10:]])
+    assert refused.exit_code == 1 and "not priced for" in json.loads(refused.stdout)["error"]

@@ -20,7 +20,7 @@ from perfledger.estimator.errors import EstimatorError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
 from perfledger.estimator.models.plans.gqa import moe_dispatch
-from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.models.priced import KVGather, PricedModel
 from perfledger.estimator.quant.checkpoint import exclusion_globs
 
 
@@ -58,6 +58,14 @@ def check(m: PricedModel, d, model: ModelConfig) -> None:
     """A dense Gemma-4 has no experts to spread: moe_ep must be 1 (0.12.0 rejects the deployment otherwise)."""
     if not (m.dims.experts and m.dims.topk) and d.moe_ep != 1:
         raise UnsupportedModelError(f"{model.path}: a dense Gemma-4 (no routed experts) needs moe_ep 1, not {d.moe_ep}")
+
+
+def kv_gathers(m: PricedModel) -> list[KVGather]:
+    """Context parallelism's KV all-gathers: one per attention type, K and V both (0.12.0 gathers V even where the
+    global layers reuse K, `attention_k_eq_v`)."""
+    own = m.plan_dims
+    return [KVGather("_swa", own.banded_kv_heads * own.banded_head_dim * 2, own.banded_layers),
+            KVGather("_global", own.global_kv_heads * own.global_head_dim * 2, own.global_layers)]
 
 
 def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:

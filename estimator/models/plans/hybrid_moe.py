@@ -23,7 +23,7 @@ from perfledger.estimator.errors import EstimatorError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.config import ModelConfig
 from perfledger.estimator.models.plans.gqa import moe_dispatch
-from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.models.priced import KVGather, PricedModel
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,15 @@ def _pattern(t: dict, key: str, layers: int, where: str) -> tuple[bool, ...]:
 
 # (prefix of the layer type's ops, global attention, MoE FFN), in the order 0.12.0 emits them
 LAYER_TYPES = (("global", True, True), ("swa", False, True), ("swa_dense", False, False), ("global_dense", True, False))
+
+
+def kv_gathers(m: PricedModel) -> list[KVGather]:
+    """Context parallelism's KV all-gathers: one per attention type, each over its K and V head dims."""
+    dims, own = m.dims, m.plan_dims
+    global_layers = sum(own.global_attention)
+    return [KVGather("_global", dims.kv_heads * (dims.head_dim + own.global_v_head_dim), global_layers),
+            KVGather("_swa", own.banded_kv_heads * (own.banded_head_dim + own.banded_v_head_dim),
+                     len(own.global_attention) - global_layers)]
 
 
 def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:

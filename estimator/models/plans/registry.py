@@ -2,7 +2,8 @@
 
 A plan module provides `ops(m, deploy, tokens, context, batch, seq)` (the op list of one forward pass over a
 `PricedModel`) and optionally `dims(model, family)` (its own dims dataclass, for shapes beyond models.yaml's
-`dims`) and `check(m, deploy, model)` (deployments it refuses).
+`dims`), `check(m, deploy, model)` (deployments it refuses) and `kv_gathers(m)` (its KV geometries, for the KV
+all-gathers of context parallelism; default one over every layer).
 Adding an architecture is a models.yaml entry naming a registered plan, or one new plan module registered here.
 """
 
@@ -29,7 +30,7 @@ from perfledger.estimator.models.plans import (
     nemotron_h,
     qwen35,
 )
-from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.models.priced import KVGather, PricedModel, uniform_kv_gather
 from perfledger.estimator.quant.checkpoint import unquantized_parts
 
 
@@ -38,6 +39,7 @@ class LayerPlan:
     ops: Callable[..., list[tuple[str, str, dict, float]]]
     dims: Callable[[ModelConfig, dict], Any] | None = None
     check: Callable[[PricedModel, object, ModelConfig], None] | None = None
+    kv_gathers: Callable[[PricedModel], list[KVGather]] = uniform_kv_gather
 
 
 PLANS = {
@@ -46,9 +48,9 @@ PLANS = {
     "moe": LayerPlan(partial(gqa.ops, moe=True), check=gqa.check),
     "kimi_k3": LayerPlan(kimi_k3.ops, dims=kimi_k3.dims, check=gqa.check),
     "glm5": LayerPlan(glm5.ops, dims=glm5.dims, check=gqa.check),
-    "hybrid_moe": LayerPlan(hybrid_moe.ops, dims=hybrid_moe.dims, check=gqa.check),
+    "hybrid_moe": LayerPlan(hybrid_moe.ops, dims=hybrid_moe.dims, check=gqa.check, kv_gathers=hybrid_moe.kv_gathers),
     "nas": LayerPlan(nas.ops, dims=nas.dims),
-    "gemma4": LayerPlan(gemma4.ops, dims=gemma4.dims, check=gemma4.check),
+    "gemma4": LayerPlan(gemma4.ops, dims=gemma4.dims, check=gemma4.check, kv_gathers=gemma4.kv_gathers),
     "qwen35": LayerPlan(qwen35.ops, dims=qwen35.dims, check=qwen35.check),
     "nemotron_h": LayerPlan(nemotron_h.ops, dims=nemotron_h.dims, check=gqa.check),
     "deepseek_v4": LayerPlan(deepseek_v4.ops, dims=deepseek_v4.dims),
