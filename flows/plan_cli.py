@@ -50,7 +50,7 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> None:
 
     from perfledger.generator.from_plan import render_row
     from perfledger.reports.pareto import pareto_plot
-    from perfledger.safe_io import check_output_folder, make_folders, write_file
+    from perfledger.safe_io import check_output_folder, write_file
 
     q = answer.question
     check_output_folder(out)
@@ -62,7 +62,7 @@ def _write(out: Path, answer, payload: dict, is_moe: bool) -> None:
     warnings = []
     for mode, a in answer.modes.items():
         for k, row in enumerate(a.top, 1):
-            _, said = render_row(make_folders(out, Path(mode) / f"top{k}"), row, mode=mode, model=model, backend=q.backend,
+            _, said = render_row(out, Path(mode) / f"top{k}", row, mode=mode, model=model, backend=q.backend,
                                  isl=q.isl, osl=q.osl, is_moe=is_moe, where=f"plan {mode} top{k}")
             warnings += [f"{mode} top{k}: {w}" for w in said]
     payload["warnings"] += warnings

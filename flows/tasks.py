@@ -106,21 +106,18 @@ def plan_task(root: str, out: str, plans: list[dict], gate: dict, held: dict[str
     from perfledger.estimator.models.plans.registry import load_model
     from perfledger.estimator.plan.asked import Asked
     from perfledger.estimator.plans import refresh_plans
-    from perfledger.generator.from_plan import render_row
-    from perfledger.generator.outdir import MANIFEST, write_output
-    from perfledger.safe_io import make_folders
+    from perfledger.generator.from_plan import clear_rendered, render_row
 
     report = refresh_plans(root, [Asked.from_json(p) for p in plans], gate)
     for q in report["questions"]:
         q["folder"], best, asked = plan_folder(q["hf_model"], q["id"]), q["payload"]["best"], q["payload"]["question"]
         q["files"], q["render_warnings"] = [], []
         if best is None:
-            if (Path(out) / q["folder"] / MANIFEST).is_file():
-                write_output(Path(out) / q["folder"], {})  # the manifest names what the earlier best wrote
+            clear_rendered(Path(out) / q["folder"])
             continue
         is_moe = bool(getattr(load_model(resolve_model(q["hf_model"])).dims, "experts", 0))
         q["files"], q["render_warnings"] = render_row(
-            make_folders(Path(out), Path(q["folder"])), best, mode=best["mode"], model=q["hf_model"],
+            Path(out), Path(q["folder"]), best, mode=best["mode"], model=q["hf_model"],
             backend=asked["backend"], isl=asked["isl"], osl=asked["osl"], is_moe=is_moe, where=f"plan {q['label']}",
             held_versions=held)
     return report

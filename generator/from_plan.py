@@ -9,6 +9,7 @@ x · replicas prefill and y · replicas decode workers, as 0.12.0's generated co
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -43,19 +44,31 @@ def deployment(row: dict[str, Any], *, mode: str, model: str, backend: str, isl:
     return doc
 
 
-def render_row(folder, row: dict[str, Any], *, mode: str, model: str, backend: str, isl: int, osl: int,
-               is_moe: bool = False, where: str = "plan", held_versions: dict[str, list[str]] | None = None
+def render_row(out: Path, relative: Path, row: dict[str, Any], *, mode: str, model: str, backend: str, isl: int,
+               osl: int, is_moe: bool = False, where: str = "plan", held_versions: dict[str, list[str]] | None = None
                ) -> tuple[list[str], list[str]]:
-    """Render one plan row's artifacts (engine args, run scripts, manifests) into `folder`; (file names, warnings).
-    `held_versions` picks the release as for a hand-written YAML naming no version (api.build_document)."""
+    """Render one plan row's artifacts (engine args, run scripts, manifests) into out/relative; (file names, warnings).
+    A row the generator cannot state is not rendered: no folder is made for it, and an earlier row's artifacts
+    there are removed (they would pass for this row's). `held_versions` picks the release as for a hand-written YAML
+    naming no version (api.build_document)."""
     from perfledger.generator.api import build_document, render_document
     from perfledger.generator.outdir import write_output
+    from perfledger.safe_io import make_folders
 
     sides = [row[s] for s in ("prefill", "decode") if s in row] if mode == "disagg" else [row]
     if any(int(side.get("cp", 1)) > 1 for side in sides):  # a layout the unified YAML cannot state yet
-        return [], ["context parallelism (cp > 1) has no engine flag in the generator's mapping; not rendered"]
+        return [], ["context parallelism (cp > 1) has no engine flag in the generator's mapping; not rendered",
+                    *clear_rendered(out / relative)]
     doc = build_document(deployment(row, mode=mode, model=model, backend=backend, isl=isl, osl=osl, is_moe=is_moe), [],
                          held_versions=held_versions)
     rendered = render_document(doc, where)
-    _, cleanup = write_output(folder, rendered.files)
+    _, cleanup = write_output(make_folders(out, relative), rendered.files)
     return sorted(rendered.files), [*rendered.warnings, *cleanup]
+
+
+def clear_rendered(folder: Path) -> list[str]:
+    """Remove what an earlier plan row rendered into `folder` (its generator manifest names the files), so no stale
+    artifacts pass for the current answer; the cleanup's warnings."""
+    from perfledger.generator.outdir import MANIFEST, write_output
+
+    return write_output(folder, {})[1] if (folder / MANIFEST).is_file() else []

@@ -31,3 +31,21 @@ def test_moe_attention_dp_side_names_its_widths():
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="agg or disagg"):
         deployment(DISAGG, mode="afd", model="m", backend="vllm", isl=1, osl=1)
+
+
+def test_a_cp_row_is_not_rendered_and_clears_what_an_earlier_row_left(tmp_path):
+    """A cp > 1 row has no flag in the mapping: no folder is made for it, and the artifacts an earlier answer
+    rendered at the same place are removed, so they cannot pass for this row's."""
+    from pathlib import Path
+
+    from perfledger.generator.from_plan import render_row
+
+    kw = dict(mode="disagg", model="Qwen/Qwen3-32B", backend="vllm", isl=4000, osl=500)
+    cp_row = {**DISAGG, "prefill": {**DISAGG["prefill"], "cp": 2}}
+    assert render_row(tmp_path, Path("disagg/top1"), cp_row, **kw)[0] == []
+    assert not (tmp_path / "disagg").exists()
+    files, _ = render_row(tmp_path, Path("disagg/top1"), DISAGG, **kw)
+    assert "run_0.sh" in files and (tmp_path / "disagg/top1/run_0.sh").is_file()
+    files, said = render_row(tmp_path, Path("disagg/top1"), cp_row, **kw)
+    assert files == [] and "not rendered" in said[0]
+    assert not (tmp_path / "disagg/top1/run_0.sh").exists()
