@@ -92,8 +92,12 @@ def _priced_sum(est, ops, spec, mode: str) -> tuple[float, float | None]:
 
 
 def overlap(est, query: dict, spec, mode: str) -> tuple[float, float | None]:
-    """Parallel op groups (decode streams): the slower group's sum, and that group's energy (not probed)."""
-    return max((_priced_sum(est, group, spec, mode) for group in query["groups"]), key=lambda priced: priced[0])
+    """Parallel op groups (decode streams): the slower group's sum; the energy of every group, since each stream's
+    kernels draw their power while they overlap (0.12.0's OverlapOp; probed on DeepSeek-V3 and Qwen3.5-MoE decode,
+    h200 vLLM 0.22.0)."""
+    priced = [_priced_sum(est, group, spec, mode) for group in query["groups"]]
+    energies = [wms for _, wms in priced if wms is not None]
+    return max(ms for ms, _ in priced), sum(energies) if energies else None
 
 
 def fallback(est, query: dict, spec, mode: str) -> tuple[float, float | None]:

@@ -41,7 +41,10 @@ class GemmModel(OpModel):
             return super().evaluate(est, key, q, mode)  # raises the typed miss
         source = tier_codes("silicon", q.height)
         source[below] = tier_codes("sol", 1)[0]
-        return Answer(np.where(below, sol, lat), sol, source)
+        energy = None if below.all() else self.energy(est, key, q, lat)
+        if energy is not None and below.any():  # a roofline answer has no measured power
+            energy = np.where(below, np.nan, energy)
+        return Answer(np.where(below, sol, lat), sol, source, energy)
 
     def _roof(self, est, system: str, quant: str):
         spec = est.spec(system)
