@@ -31,6 +31,7 @@ QUESTIONS = [
     ("deepseek-ai/DeepSeek-V3", 16, "h200_sxm", "vllm", "0.24.0", 4000, 500, 5000, 50, "silicon"),
     ("Qwen/Qwen3.5-35B-A3B", 8, "h200_sxm", "vllm", "0.24.0", 4000, 500, 5000, 50, "silicon"),
     ("Qwen/Qwen3.5-35B-A3B", 8, "h200_sxm", "sglang", "0.5.14", 4000, 500, 5000, 50, "silicon"),
+    ("deepseek-ai/DeepSeek-V3", 8, "h200_sxm", "sglang", "0.5.14", 4000, 500, 5000, 50, "silicon"),
 ]
 METRICS = ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms")
 SIDE = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch")
@@ -73,7 +74,7 @@ def main() -> None:
         q = Question(model, system, backend, gpus, isl, osl, ttft, tpot, version=version, database_mode=mode)
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            ref = run_default(q, Path(tmp))
+            ref = run_default(q, Path(tmp), with_disagg=True)
             ref_s = time.perf_counter() - t0
             disagg_dirs = list(Path(tmp).glob("*/*/disagg"))
             ref_disagg = {f: pl.read_csv(disagg_dirs[0] / f"{f}.csv").rename(REPLICA_COLUMNS, strict=False).to_dicts()

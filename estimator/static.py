@@ -22,6 +22,7 @@ import polars as pl
 from perfledger.estimator.batch import estimate
 from perfledger.estimator.errors import EmpiricalUnavailableError, NoDataError, UnsupportedModelError
 from perfledger.estimator.fit.roofline import mem_op_latency, mem_op_sol
+from perfledger.estimator.models.cached_prefix import CachedPrefix, cached_pass, prompt_prefix
 from perfledger.estimator.models.config import MODELS_YAML, ModelConfig, catalog, resolve_model
 from perfledger.estimator.models.context_parallel import check_context_parallel, split_context, split_decode
 from perfledger.estimator.models.memory import flag_overridden
@@ -224,29 +225,28 @@ def under_flags(m: PricedModel, architecture: str | None, quants: dict[str, dict
     return replace(m, unquantized=m.unquantized.without(names))
 
 
-def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, seq: int, *, prefix: int = 0) -> list:
+def pass_ops(m: PricedModel, d: Deploy, tokens: int, context: bool, batch: int, seq: int, *, prefix: int = 0,
+             cached: CachedPrefix | None = None) -> list:
     """The op list of one forward pass with the deployment knobs applied: MTP on decode passes (batch × (nextn + 1)
     tokens, every op × (layers + nextn) / layers), the pp − 1 pipeline hand-offs of the pass's activations, and a
-    cached prefix on the context pass (`with_prefix`)."""
+    cached prefix on the context pass: `prefix` of each request's seq under every models.yaml rule, or `cached`
+    (a mixed step's, models/cached_prefix.py)."""
     plan = PLANS[m.family["kind"]]
     mtp = 1.0
     if not context and d.nextn > 0:
         tokens, batch, mtp = tokens * (d.nextn + 1), batch * (d.nextn + 1), (m.dims.layers + d.nextn) / m.dims.layers
+    cached = (cached or prompt_prefix(prefix, seq)) if context else None
     if context and d.cp > 1:
-        ops = split_context(lambda t, b: _with_prefix(m, plan.ops(m, replace(d, cp=1), t, True, b, seq), prefix, seq),
-                            m, d, tokens, batch, plan.kv_gathers(m))
+        ops = split_context(lambda t, b: plan.ops(m, replace(d, cp=1), t, True, b, seq), m, d, tokens, batch,
+                            plan.kv_gathers(m), cached)
     else:
-        ops = _with_prefix(m, plan.ops(m, d, tokens, context, batch, seq), prefix if context else 0, seq)
+        ops = cached_pass(plan.ops(m, d, tokens, context, batch, seq), cached, where=m.name)
         if d.cp > 1:
             ops = split_decode(ops, m, d)
     if d.pp > 1:
         rank_tokens = ceil(tokens / d.cp) if context else tokens
         ops.append(("p2p", "p2p", {"bytes": rank_tokens * m.dims.hidden * 2}, d.pp - 1))
     return ops if mtp == 1.0 else [(name, op, query, scale * mtp) for name, op, query, scale in ops]
-
-
-def _with_prefix(m: PricedModel, ops: list, prefix: int, seq: int) -> list:
-    return with_prefix(ops, prefix, seq, catalog()["cached_prefix"], where=m.name) if prefix else ops
 
 
 class _StepSeq:
@@ -308,49 +308,3 @@ def _binder(ops: list):
         return out
 
     return bind
-
-
-# query fields that carry a sequence length: a context op with one needs a models.yaml `cached_prefix` rule
-SEQUENCE_FIELDS = ("isl", "seq")
-
-
-def map_leaf_ops(ops: list, leaf) -> list:
-    """`ops` with every leaf op's (query, scale) replaced by leaf(op, query, scale), also inside fallback and overlap
-    groups (which keep their own query and scale)."""
-    out = []
-    for name, op, query, scale in ops:
-        if op == "fallback":
-            query = {**query, **{part: map_leaf_ops(query[part], leaf) for part in ("primary", "fallback")}}
-        elif op == "overlap":
-            query = {**query, "groups": [map_leaf_ops(g, leaf) for g in query["groups"]]}
-        else:
-            query, scale = leaf(op, query, scale)
-        out.append((name, op, query, scale))
-    return out
-
-
-def prefix_rule(rule: dict, query: dict, scale: float, prefix: int, isl: int) -> tuple[dict, float]:
-    """One op under its models.yaml `cached_prefix` rule, `prefix` of `isl` tokens cached: the rule's length field
-    at the whole or the new length, the prefix as a query field where the op takes it, the causal share
-    1 - (prefix / isl)^2 where the op's kernel runs causally over both."""
-    query = {**query, rule["length"]: isl if rule["at"] == "whole" else isl - prefix}
-    if rule.get("prefix"):
-        query["prefix"] = prefix
-    if rule.get("causal_share"):
-        scale *= 1 - (prefix / isl) ** 2
-    return query, scale
-
-
-def with_prefix(ops: list, prefix: int, isl: int, rules: dict, *, where: str) -> list:
-    """A context pass's ops with `prefix` of each request's `isl` cached, per op kind as models.yaml `cached_prefix`
-    says (also inside fallback / overlap groups); an op kind that sees the sequence without a rule is refused rather
-    than priced as if nothing were cached."""
-    def leaf(op, query, scale):
-        if op in rules:
-            return prefix_rule(rules[op], query, scale, prefix, isl)
-        if any(field in query for field in SEQUENCE_FIELDS):
-            raise UnsupportedModelError(f"{where}: a cached prefix is not priced for the {op} op "
-                                        f"({MODELS_YAML.name} `cached_prefix` has no rule for it)")
-        return query, scale
-
-    return map_leaf_ops(ops, leaf)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from math import ceil
 
+from perfledger.estimator.models.cached_prefix import causal_prefix
 from perfledger.estimator.models.config import catalog
 from perfledger.estimator.models.priced import PricedModel
-from perfledger.estimator.static import Deploy, map_leaf_ops, pass_ops, prefix_rule
+from perfledger.estimator.static import Deploy, pass_ops
 
 ATTENTION = "attention"  # the op name passes (2) and (3) price
 DECODE_ATTENTION = "generation_attention"
@@ -39,12 +40,10 @@ def mixed_step(m: PricedModel, d: Deploy, *, ctx_tokens: int, gen_requests: int,
         raise ValueError(f"a mixed step needs ctx_tokens >= 1 and gen_requests >= 0 (got {ctx_tokens}, {gen_requests})")
     decode_tokens = gen_requests * (d.nextn + 1)
     tokens = ctx_tokens - prefix * (ctx_tokens // isl) + decode_tokens
-    whole = catalog()["mixed_step_whole_tokens"]
+    whole, cached = catalog()["mixed_step_whole_tokens"], prefix * (ctx_tokens // isl)
     shared = [(name, op, {**query, "seq": tokens} if op in whole else query, scale)
-              for name, op, query, scale in pass_ops(m, d, tokens, True, 1, isl)]
-    cached = prefix * (ctx_tokens // isl)
-    if cached:
-        shared = cached_causal(shared, cached, tokens + cached, catalog()["cached_prefix"])
+              for name, op, query, scale in pass_ops(m, d, tokens, True, 1, isl,
+                                                     cached=causal_prefix(cached, tokens + cached))]
     ops = [op for op in shared if op[0] != ATTENTION]
     if len(ops) == len(shared):
         return ops
@@ -55,16 +54,6 @@ def mixed_step(m: PricedModel, d: Deploy, *, ctx_tokens: int, gen_requests: int,
         decode = pass_ops(m, d, gen_requests, False, gen_requests, decode_seq(isl, osl))
         ops += [(DECODE_ATTENTION, op, query, scale) for name, op, query, scale in decode if name == ATTENTION]
     return ops
-
-
-def cached_causal(ops: list, cached: int, length: int, rules: dict) -> list:
-    """Pass (1)'s causal MLA ops (models.yaml `cached_prefix` rules with `causal_share`: the MLA module, context MLA,
-    also inside a fallback op) over the step's whole length, new tokens plus the chunk's `cached` prefix tokens, at
-    the cached part's causal share 1 - (cached / length)^2, as 0.12.0 prices a mixed step's MLA block (probed per op:
-    Kimi-K3 and DeepSeek-V3 on vLLM's module, DeepSeek-V3's granular block on sglang). Other ops keep the new tokens."""
-    causal = {op: rule for op, rule in rules.items() if rule.get("causal_share")}
-    return map_leaf_ops(ops, lambda op, query, scale: prefix_rule(causal[op], query, scale, cached, length)
-                        if op in causal else (query, scale))
 
 
 def decode_step(m: PricedModel, d: Deploy, *, gen_requests: int, isl: int, osl: int) -> list:

@@ -1,7 +1,8 @@
 """Context parallelism (models/context_parallel.py) against 0.12.0 on h200 sglang 0.5.14: every op of a cp layout's
 prefill pass, mixed step and decode step against the engine 0.12.0's planner builds for that layout (dense Qwen3-32B,
 MoE Qwen3-30B-A3B, gpt-oss-20b's banded and global layers, Gemma-4's and the hybrid MoE family's per-type attention
-and KV gathers), `estimate static --cp`, the layouts the search sweeps, and the refusals."""
+and KV gathers, DeepSeek-V3's and Kimi-K2.5's MLA block: its granular fallback's causal zigzag and latent KV gather),
+`estimate static --cp`, the layouts the search sweeps, and the refusals."""
 
 from __future__ import annotations
 
@@ -9,23 +10,30 @@ from functools import cache
 
 import pytest
 
-from perfledger.estimator.errors import UnsupportedModelError
+from perfledger.estimator.errors import NoDataError, UnsupportedModelError
 from perfledger.estimator.models.config import resolve_model
 from perfledger.estimator.models.plans.registry import load_model
 from perfledger.estimator.plan.evaluate import price_many
+from perfledger.estimator.plan.large_ep import switched
 from perfledger.estimator.plan.space import Parallel, ParallelWidthError, check_moe_width, enumerate_parallel
 from perfledger.estimator.plan.steps import decode_step, mixed_step
 from perfledger.estimator.quant.checkpoint import resolve as resolve_quants
+from perfledger.estimator.quant.context_fmha import resolve_by_data
 from perfledger.estimator.static import Deploy, check_deploy, pass_ops
 
 SYSTEM, BACKEND, VERSION = "h200_sxm", "sglang", "0.5.14"
 DENSE, MOE, BANDED = "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b"
 GEMMA4, SCOUT, MIMO_V2 = "google/gemma-4-26B-A4B", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "XiaomiMiMo/MiMo-V2-Flash"
+DSV3, KIMI_K25 = "deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K2.5"
 
 
-def _deploy(model: str, backend: str = BACKEND, **parallel) -> tuple:
-    m = load_model(model)
-    quants = resolve_quants(resolve_model(model), backend, {"gemm": None, "moe": None, "kv": None, "fmha": None})
+def _deploy(model: str, backend: str = BACKEND, est=None, **parallel) -> tuple:
+    """The layout at the checkpoint's quants, an inferred fp8 FMHA settled by `est`'s data as the planner settles it
+    (DeepSeek-V3's context MLA on h200 sglang holds bfloat16 FMHA only)."""
+    m, config = load_model(model), resolve_model(model)
+    quants = resolve_quants(config, backend, {"gemm": None, "moe": None, "kv": None, "fmha": None})
+    if est is not None:
+        quants = resolve_by_data(quants, config.architecture, est, SYSTEM, backend, VERSION, shared=False)
     return m, Deploy(SYSTEM, backend, VERSION, **parallel, **{f"{q}_quant": v["quant"] for q, v in quants.items()})
 
 
@@ -51,9 +59,11 @@ def _assert_ops_equal(ours: dict, theirs: dict, what: str) -> None:
         assert ours[name] == pytest.approx(ms, rel=1e-9, abs=1e-12), f"{what} {name}"
 
 
-# (model, moe_tp, moe_ep, cp): dense, MoE expert-parallel and expert-TP widths, banded (window 128) layers
+# (model, moe_tp, moe_ep, cp): dense, MoE expert-parallel and expert-TP widths, banded (window 128) layers, MLA (fp8
+# and bfloat16 KV latents; at ep 8 the planner switches DeepSeek-V3 to SGLang's DeepEP layer, plan/large_ep.py)
 LAYOUTS = [(DENSE, 1, 1, 2), (DENSE, 1, 1, 8), (MOE, 1, 4, 4), (MOE, 4, 1, 4), (MOE, 2, 1, 2), (BANDED, 1, 2, 2),
-           (BANDED, 2, 4, 8), (GEMMA4, 1, 2, 2), (GEMMA4, 2, 4, 8), (SCOUT, 1, 2, 2), (SCOUT, 2, 4, 8), (MIMO_V2, 1, 4, 4)]
+           (BANDED, 2, 4, 8), (GEMMA4, 1, 2, 2), (GEMMA4, 2, 4, 8), (SCOUT, 1, 2, 2), (SCOUT, 2, 4, 8), (MIMO_V2, 1, 4, 4),
+           (DSV3, 1, 2, 2), (DSV3, 2, 2, 4), (DSV3, 8, 1, 8), (KIMI_K25, 1, 4, 4), (DSV3, 1, 8, 8)]
 # prefill passes (batch, isl, prefix): divisible and ragged token counts, a cached prefix
 PREFILLS = [(1, 4000, 0), (3, 1001, 0), (2, 4001, 1234), (1, 7, 0)]
 # mixed steps (ctx tokens, decode requests, isl, osl, prefix): a chunk of one request, two whole requests, a prefix
@@ -64,18 +74,32 @@ MIXED = [(4000, 7, 4000, 500, 0), (8000, 30, 4000, 500, 0), (1500, 3, 4000, 500,
 @pytest.mark.parametrize("model,moe_tp,moe_ep,cp", LAYOUTS)
 def test_context_parallel_passes_match_the_planner_model_per_op(wheel_est, model, moe_tp, moe_ep, cp):
     """Prefill passes, mixed and decode steps op by op at 1e-9: the per-rank token share (ceil on the whole pass),
-    the zigzag attention pair, the KV all-gather and the MoE's whole-pass experts and cp collectives."""
+    the zigzag attention pair, the KV all-gather and the MoE's whole-pass experts and cp collectives; the layout as
+    the planner prices it (its large-EP switch applied). A pass the reference cannot price (fewer tokens than DeepEP
+    ranks) is no answer here either."""
+    from aiconfigurator_core.sdk.errors import PerfDataNotAvailableError
+
     ref = _reference_engine(model, (1, 1, 1, moe_tp, moe_ep, cp))
-    m, d = _deploy(model, cp=cp, moe_tp=moe_tp, moe_ep=moe_ep)
+    m, d = _deploy(model, est=wheel_est, cp=cp, moe_tp=moe_tp, moe_ep=moe_ep)
+    d = switched(wheel_est, m, d, ("context", "generation"))
     check_deploy(m, d, resolve_model(model))
-    lists = [pass_ops(m, d, b * (isl - p), True, b, isl, prefix=p) for b, isl, p in PREFILLS]
+    prefills = []
+    for b, isl, p in PREFILLS:
+        try:
+            ref.run_static_per_op(batch_size=b, isl=isl, osl=2, prefix=p, mode="static_ctx")
+            prefills.append((b, isl, p))
+        except PerfDataNotAvailableError:
+            with pytest.raises(NoDataError, match="leaves a rank no token"):
+                pass_ops(m, d, b * (isl - p), True, b, isl, prefix=p)
+    assert len(prefills) >= len(PREFILLS) - (1 if d.moe_a2a else 0)
+    lists = [pass_ops(m, d, b * (isl - p), True, b, isl, prefix=p) for b, isl, p in prefills]
     lists += [mixed_step(m, d, ctx_tokens=c, gen_requests=g, isl=i, osl=o, prefix=p) for c, g, i, o, p in MIXED]
     lists += [decode_step(m, d, gen_requests=g, isl=i, osl=o) for _, g, i, o, _ in MIXED]
     priced = price_many(wheel_est, lists, wheel_est.spec(SYSTEM))
-    for (b, isl, p), ours in zip(PREFILLS, priced, strict=False):
+    for (b, isl, p), ours in zip(prefills, priced, strict=False):
         context, _ = ref.run_static_per_op(batch_size=b, isl=isl, osl=2, prefix=p, mode="static_ctx")
         _assert_ops_equal(ours, _named(context, "context_"), f"prefill {(b, isl, p)}")
-    steps = priced[len(PREFILLS):]
+    steps = priced[len(prefills):]
     for (c, g, i, o, p), mixed, decode in zip(MIXED, steps, steps[len(MIXED):], strict=False):
         shared, context, generation = ref.mixed_step_breakdown_per_op(c, g, i, o, p, 1.0, 1.0)
         theirs = _named(shared, "context_") | {"context_attention (scaled)": sum(ms for _, ms, *_ in context),
@@ -128,7 +152,7 @@ def test_a_disagg_witness_reads_the_tiers_of_its_own_cp_worker():
 
 
 @pytest.mark.aic
-@pytest.mark.parametrize("model,moe_ep,cp", [(DENSE, 1, 2), (GEMMA4, 4, 4), (SCOUT, 2, 2)])
+@pytest.mark.parametrize("model,moe_ep,cp", [(DENSE, 1, 2), (GEMMA4, 4, 4), (SCOUT, 2, 2), (DSV3, 2, 2)])
 def test_estimate_static_cp_matches_the_planner_engine(wheel_est, model, moe_ep, cp):
     """`estimate static --cp`: TTFT and TPOT of the cp layout equal 0.12.0's planner-built engine's static run."""
     import json

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from perfledger.cli import app
 from perfledger.estimator.errors import UnsupportedModelError
+from perfledger.estimator.models.cached_prefix import with_prefix
 from perfledger.estimator.plan.space import ParallelWidthError, check_moe_width
-from perfledger.estimator.static import Deploy, static, with_prefix
+from perfledger.estimator.static import Deploy, static
 from tests.estimator.conftest import assert_static_equals_compiled
 
 pytestmark = pytest.mark.aic

@@ -21,7 +21,7 @@ from __future__ import annotations
 from perfledger.estimator.errors import UnsupportedModelError
 from perfledger.estimator.fit.roofline import elementwise_bytes
 from perfledger.estimator.models.plans.shared_expert_moe import a2a_path, ffn_ops, layer_ops, shared_expert_quant
-from perfledger.estimator.models.priced import PricedModel
+from perfledger.estimator.models.priced import KVGather, PricedModel
 
 
 def _quants(m: PricedModel, gemm_quant: str) -> dict[str, str]:
@@ -107,6 +107,12 @@ def _deepep_ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: 
             attention,
             *([("tp_reduce_scatter", "comm", collective("reduce_scatter"), L)] if around else []),
             *ffn_ops(m, d, tokens, context, dims.shared * dims.moe_inter // tp, shared_expert_quant(m, d))]
+
+
+def kv_gathers(m: PricedModel) -> list[KVGather]:
+    """Context parallelism's KV all-gather: one over every layer of the MLA latent (compressed KV + rope key, one
+    cache entry a token and layer, no separate V)."""
+    return [KVGather("", m.dims.kv_lora + m.dims.rope_dim, m.dims.layers)]
 
 
 def ops(m: PricedModel, d, tokens: int, context: bool, batch: int, seq: int) -> list[tuple[str, str, dict, float]]:

@@ -43,7 +43,7 @@ class LayerPlan:
 
 
 PLANS = {
-    "deepseek": LayerPlan(deepseek.ops, check=gqa.check),
+    "deepseek": LayerPlan(deepseek.ops, check=gqa.check, kv_gathers=deepseek.kv_gathers),
     "dense": LayerPlan(partial(gqa.ops, moe=False), check=gqa.check),
     "moe": LayerPlan(partial(gqa.ops, moe=True), check=gqa.check),
     "kimi_k3": LayerPlan(kimi_k3.ops, dims=kimi_k3.dims, check=gqa.check),
