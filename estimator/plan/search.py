@@ -18,7 +18,7 @@ import polars as pl
 
 from perfledger.estimator.plan import disagg, pareto, workers
 from perfledger.estimator.plan.agg import agg_search
-from perfledger.estimator.plan.question import Question
+from perfledger.estimator.plan.question import Question, resolve_version
 from perfledger.estimator.plan.space import DIMS, refusal_reason
 
 SIDES = {"prefill": "p", "decode": "d"}
@@ -80,7 +80,9 @@ def _empty_role(role: str, misses: workers.Misses) -> str:
 
 def search_disagg(est, q: Question, *, decode_batches: list[int] | None = None, with_tiers: bool = False) -> Feasible:
     """The disagg feasible set of the question (disagg.py), with the reason when it is empty; `decode_batches` and
-    `with_tiers` as workers.candidates takes them (plan/feasible.py's cheap witness)."""
+    `with_tiers` as workers.candidates takes them (plan/feasible.py's cheap witness); a question without a version
+    reads the data's current one, as agg_search does."""
+    q = resolve_version(est.source, q)
     prefill, p_miss = workers.candidates(est, q, "prefill", with_tiers=with_tiers)
     decode, d_miss = workers.candidates(est, q, "decode", batches=decode_batches, with_tiers=with_tiers)
     warnings = _misses("prefill", p_miss) + _misses("decode", d_miss)
@@ -146,7 +148,8 @@ SEARCHES: dict[str, Callable[..., ModeAnswer]] = {"agg": answer_agg, "disagg": a
 def plan(est, q: Question, modes: tuple[str, ...] = ("agg", "disagg"), top_n: int = 5,
          progress: Callable[[int, int], None] | None = None) -> PlanAnswer:
     """Answer the question in each of `modes` (in order: the first wins a tie for best); `progress(done, total)`
-    is called with the modes searched so far."""
+    is called with the modes searched so far; a question without a version reads the data's current one."""
+    q = resolve_version(est.source, q)
     answers, warnings = {}, []
     for done, mode in enumerate(modes):
         if progress is not None:

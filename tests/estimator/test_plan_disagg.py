@@ -101,3 +101,15 @@ def test_best_disagg_config_equals_the_oracles(case):
     assert _config(ours) == _oracle_config(theirs, case["q"].total_gpus)
     for m in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms"):
         assert _close(ours[m], theirs[m], 1e-4), (m, ours[m], theirs[m])
+
+
+def test_a_question_without_a_version_plans_on_the_datas_current_one(wheel_est):
+    """`search.plan` resolves the version itself, as agg_search does (its disagg half raised a TypeError on a question
+    without one, so only the CLI, which resolves it first, could ask)."""
+    from perfledger.estimator.plan.question import Question, resolve_version
+    from perfledger.estimator.plan.search import plan
+
+    q = Question("Qwen/Qwen3-32B", "h200_sxm", "trtllm", 4, 1000, 1000, 500.0, 40.0)
+    unversioned = plan(wheel_est, q, modes=("disagg",)).modes["disagg"]
+    versioned = plan(wheel_est, resolve_version(wheel_est.source, q), modes=("disagg",)).modes["disagg"]
+    assert unversioned.top and unversioned.top == versioned.top
