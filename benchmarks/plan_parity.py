@@ -32,6 +32,8 @@ QUESTIONS = [
     ("Qwen/Qwen3.5-35B-A3B", 8, "h200_sxm", "vllm", "0.24.0", 4000, 500, 5000, 50, "silicon"),
     ("Qwen/Qwen3.5-35B-A3B", 8, "h200_sxm", "sglang", "0.5.14", 4000, 500, 5000, 50, "silicon"),
     ("deepseek-ai/DeepSeek-V3", 8, "h200_sxm", "sglang", "0.5.14", 4000, 500, 5000, 50, "silicon"),
+    ("deepseek-ai/DeepSeek-V3", 16, "h200_sxm", "sglang", "0.5.14", 4000, 500, 5000, 50, "silicon"),
+    ("moonshotai/Kimi-K2.5", 8, "b200_sxm", "sglang", "0.5.14", 8000, 500, 5000, 50, "silicon"),
 ]
 METRICS = ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_ms", "tpot_ms")
 SIDE = ("workers", "tp", "pp", "dp", "moe_tp", "moe_ep", "batch")
@@ -85,7 +87,9 @@ def main() -> None:
         print(f"[{i}] {model} {gpus}x{system} {backend} {version} {mode} isl{isl} osl{osl} ttft{ttft} tpot{tpot}: "
               f"reference {ref_s:.0f} s, ours {ours_s:.1f} s")
         agg = answer.modes["agg"]
-        agg_key = lambda r: (f"tp{r['tp']}pp{r['pp']}dp{r['dp']}etp{r['moe_tp']}ep{r['moe_ep']}", r["batch"])  # noqa: E731
+        agg_key = lambda r: (r["parallel"] if "parallel" in r else  # noqa: E731
+                             f"tp{r['tp']}pp{r['pp']}dp{r['dp']}etp{r['moe_tp']}ep{r['moe_ep']}"
+                             + (f"cp{r['cp']}" if r.get("cp", 1) > 1 else ""), r["batch"])
         for part, theirs in (("top", ref["top"].to_dicts()), ("pareto", ref["pareto"].to_dicts())):
             same, worst = _compare(getattr(agg, part), theirs, agg_key)
             print(f"  agg {part}: {len(getattr(agg, part))} vs {len(theirs)} rows, same points {same}, max rel {worst:.2e}")

@@ -103,6 +103,7 @@ def register(app: typer.Typer) -> None:
         from perfledger.estimator.plan.search import as_json as plan_json
         from perfledger.estimator.plan.search import plan
         from perfledger.estimator.session import Estimator, open_source
+        from perfledger.gc_pause import paused_gc
         from perfledger.generator.errors import GeneratorError
         from perfledger.safe_io import UnsafeOutputError
 
@@ -118,16 +119,17 @@ def register(app: typer.Typer) -> None:
         except QuestionError as exc:
             fail(str(exc), code=EXIT_USAGE, as_json=as_json)
         try:
-            with progress(len(MODES[mode]), f"planning {' + '.join(MODES[mode])}", quiet=as_json) as bar:
-                est = Estimator(open_source(data, warehouse))
-                answer = plan(est, resolve_version(est.source, q), MODES[mode], top_n, progress=bar.update)
-            payload = plan_json(answer)
-            if out is not None and answer.best is not None:
-                from perfledger.estimator.models.config import resolve_model
-                from perfledger.estimator.models.plans.registry import load_model
+            with paused_gc():  # a bounded search and its rendering (perfledger/gc_pause.py)
+                with progress(len(MODES[mode]), f"planning {' + '.join(MODES[mode])}", quiet=as_json) as bar:
+                    est = Estimator(open_source(data, warehouse))
+                    answer = plan(est, resolve_version(est.source, q), MODES[mode], top_n, progress=bar.update)
+                payload = plan_json(answer)
+                if out is not None and answer.best is not None:
+                    from perfledger.estimator.models.config import resolve_model
+                    from perfledger.estimator.models.plans.registry import load_model
 
-                is_moe = bool(getattr(load_model(resolve_model(model)).dims, "experts", 0))
-                _write(out, answer, payload, is_moe)
+                    is_moe = bool(getattr(load_model(resolve_model(model)).dims, "experts", 0))
+                    _write(out, answer, payload, is_moe)
         except (EstimatorError, GeneratorError, UnsafeOutputError, ValueError, OSError) as exc:
             fail(str(exc), as_json=as_json)
         if answer.best is None:

@@ -20,6 +20,7 @@ from perfledger.estimator.plan import disagg, pareto, workers
 from perfledger.estimator.plan.agg import agg_search
 from perfledger.estimator.plan.question import Question, resolve_version
 from perfledger.estimator.plan.space import DIMS, refusal_reason
+from perfledger.gc_pause import paused_gc
 
 SIDES = {"prefill": "p", "decode": "d"}
 SIDE_KEYS = ("workers", *DIMS, "batch")
@@ -151,11 +152,12 @@ def plan(est, q: Question, modes: tuple[str, ...] = ("agg", "disagg"), top_n: in
     is called with the modes searched so far; a question without a version reads the data's current one."""
     q = resolve_version(est.source, q)
     answers, warnings = {}, []
-    for done, mode in enumerate(modes):
-        if progress is not None:
-            progress(done, len(modes))
-        answers[mode] = SEARCHES[mode](est, q, top_n)
-        warnings += answers[mode].warnings
+    with paused_gc():  # no reference cycles among the search's many small objects (perfledger/gc_pause.py)
+        for done, mode in enumerate(modes):
+            if progress is not None:
+                progress(done, len(modes))
+            answers[mode] = SEARCHES[mode](est, q, top_n)
+            warnings += answers[mode].warnings
     if progress is not None:
         progress(len(modes), len(modes))
     return combine(q, answers, warnings)
