@@ -41,7 +41,7 @@ FLAGS = {"gemm": (None, None, None, "fp8", "fp8_block", "nvfp4"), "moe": (None, 
 def draw(rng: random.Random, model_list, targets, images: bool = False) -> dict:
     """One deployment: a model, a (system, backend, version) of the wheel, a layout, a shape, quants (None: checkpoint);
     with `images`, each request's images too (height, width 16-2000 px, 1-4 of them, encoder DP on or off)."""
-    model, kind = rng.choice(model_list)
+    model, kind, _ = rng.choice(model_list)
     system, backend, version, _ = rng.choice(targets)
     tp = rng.choice((1, 2, 4, 8, 16))
     moe_ep = 1 if kind == "dense" else rng.choice([d for d in (1, 2, 4, 8, 16) if tp % d == 0])

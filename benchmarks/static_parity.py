@@ -3,10 +3,13 @@
 Why: the per-op parity suites pin chosen points; this draws deployments over every model config both sides
 support (every models.yaml architecture: dense, MoE, hybrid MoE, Gemma-4, DeciLM, K3, GLM-5, ...; bf16 / fp8 /
 fp8_block / nvfp4 / mxfp4 checkpoints), every system/backend/version of the wheel,
-tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID (`--modes`), and
-classifies each: agree (TTFT, TPOT and every op within 1e-6), both miss, only we miss, only they miss, differs
-(worst op and its relative error). Reusable: `--seed`, `--n`, `--json` (one object per deployment, then a
-summary object), `--only SUBSTRING[,SUBSTRING...]` (models whose HF id contains any of them, or whose architecture is one).
+tp / moe_tp / moe_ep splits, batch 1–64, isl 64–16000, osl 2–300, default quants, SILICON and HYBRID (`--modes`);
+with `--cp-share P` that share of the draws on a backend whose models.yaml `context_parallel` prices the
+architecture becomes a context-parallel one (cp 2 / 4 / 8 at tp 1, its MoE width cp, drawn from a second generator
+so the other draws stay those of the seed); and classifies each: agree (TTFT, TPOT and every op within 1e-6), both
+miss, only we miss, only they miss, differs (worst op and its relative error). Reusable: `--seed`, `--n`, `--json`
+(one object per deployment, then a summary object), `--only SUBSTRING[,SUBSTRING...]` (models whose HF id contains
+any of them, or whose architecture is one).
 
     .venv/bin/python benchmarks/static_parity.py --n 300 --seed 1
 """
@@ -35,8 +38,9 @@ def wheel_dir() -> Path:
     return Path(aiconfigurator_core.__file__).parent
 
 
-def models() -> list[tuple[str, str]]:
-    """(Org/Model, family) for every wheel model config whose architecture models.yaml prices."""
+def models() -> list[tuple[str, str, tuple[str, ...]]]:
+    """(Org/Model, family, backends pricing its context parallelism) for every wheel model config whose architecture
+    models.yaml prices."""
     from perfledger.estimator.models.config import catalog
 
     arches = catalog()["architectures"]
@@ -47,7 +51,8 @@ def models() -> list[tuple[str, str]]:
         cfg = json.loads(path.read_text())
         arch = (cfg.get("architectures") or ["?"])[0]
         if arch in arches:
-            out.append((path.name.removesuffix("_config.json").replace("--", "/", 1), arches[arch]["kind"]))
+            out.append((path.name.removesuffix("_config.json").replace("--", "/", 1), arches[arch]["kind"],
+                        tuple(arches[arch].get("context_parallel") or ())))
     return out
 
 
@@ -59,18 +64,24 @@ def deployments_targets() -> list[tuple[str, str, str, bool]]:
     return sorted(found)
 
 
-def draw(rng: random.Random, model_list, targets, modes=("SILICON", "HYBRID")) -> dict:
-    model, kind = rng.choice(model_list)
+def draw(rng: random.Random, model_list, targets, modes=("SILICON", "HYBRID"), cp_rng: random.Random | None = None,
+         cp_share: float = 0.0) -> dict:
+    model, kind, cp_backends = rng.choice(model_list)
     # 4 in 5 draws from versions with their own GEMM tables (else nearly every draw is a both-miss)
     full = [t for t in targets if t[3]]
     system, backend, version, _ = rng.choice(full if rng.random() < 0.8 else targets)
     tp = rng.choice(TPS)
     moe_ep = 1 if kind == "dense" else rng.choice([d for d in TPS if tp % d == 0])
     moe_tp = 1 if kind == "dense" else tp // moe_ep
-    return {"model": model, "kind": kind, "system": system, "backend": backend, "version": version, "tp": tp,
-            "moe_tp": moe_tp, "moe_ep": moe_ep, "batch": round(math.exp(rng.uniform(0, math.log(64)))),
-            "isl": round(math.exp(rng.uniform(math.log(64), math.log(16000)))), "osl": rng.randint(2, 300),
-            "mode": rng.choice(list(modes))}
+    drawn = {"model": model, "kind": kind, "system": system, "backend": backend, "version": version, "tp": tp,
+             "moe_tp": moe_tp, "moe_ep": moe_ep, "cp": 1, "batch": round(math.exp(rng.uniform(0, math.log(64)))),
+             "isl": round(math.exp(rng.uniform(math.log(64), math.log(16000)))), "osl": rng.randint(2, 300),
+             "mode": rng.choice(list(modes))}
+    if cp_rng is not None and backend in cp_backends and cp_rng.random() < cp_share:
+        cp = cp_rng.choice(TPS[1:])
+        moe_ep = 1 if kind == "dense" else cp_rng.choice([d for d in TPS if cp % d == 0])
+        drawn |= {"tp": 1, "cp": cp, "moe_ep": moe_ep, "moe_tp": 1 if kind == "dense" else cp // moe_ep}
+    return drawn
 
 
 def ours(est, d: dict):
@@ -78,7 +89,8 @@ def ours(est, d: dict):
     from perfledger.estimator.errors import EstimatorError
     from perfledger.estimator.static import Deploy, static
 
-    dep = Deploy(d["system"], d["backend"], d["version"], tp=d["tp"], moe_tp=d["moe_tp"], moe_ep=d["moe_ep"])
+    dep = Deploy(d["system"], d["backend"], d["version"], tp=d["tp"], moe_tp=d["moe_tp"], moe_ep=d["moe_ep"],
+                 cp=d.get("cp", 1))
     try:
         return static(est, d["model"], dep, batch=d["batch"], isl=d["isl"], osl=d["osl"], mode=d["mode"].lower()), ""
     except EstimatorError as exc:
@@ -112,6 +124,8 @@ def reference(d: dict):
     (None, miss text). The database is loaded for the drawn mode, as its `cli estimate` loads it (EMPIRICAL and SOL
     views carry no shared layer of earlier versions or lenders), its context FMHA settled by that data as `cli estimate`
     settles it (resolve_context_fmha_by_data), and the mode is set in the compiled engine spec."""
+    from dataclasses import replace
+
     import aiconfigurator_core
     from aiconfigurator_core.sdk import engine as E
     from aiconfigurator_core.sdk.models import resolve_context_fmha_by_data
@@ -119,10 +133,14 @@ def reference(d: dict):
 
     model_path = reference_model_path(d["model"])
     try:
-        cfg = E.build_model_config(tp_size=d["tp"], pp_size=1, attention_dp_size=1, moe_tp_size=d["moe_tp"],
-                                   moe_ep_size=d["moe_ep"], gemm_quant_mode=None, kvcache_quant_mode=None,
-                                   fmha_quant_mode=None, moe_quant_mode=None, comm_quant_mode=None,
-                                   forward_model=None, attention_backend=None)
+        cp = d.get("cp", 1)  # the config validates moe width = tp x cp, so cp and the width go in together
+        cfg = E.build_model_config(tp_size=d["tp"], pp_size=1, attention_dp_size=1,
+                                   moe_tp_size=d["moe_tp"] if cp == 1 else 1, moe_ep_size=d["moe_ep"] if cp == 1 else 1,
+                                   gemm_quant_mode=None, kvcache_quant_mode=None, fmha_quant_mode=None,
+                                   moe_quant_mode=None, comm_quant_mode=None, forward_model=None,
+                                   attention_backend=None)
+        if cp > 1:
+            cfg = replace(cfg, cp_size=cp, moe_tp_size=d["moe_tp"], moe_ep_size=d["moe_ep"])
         version = E._literal_backend_version(d["system"], d["backend"], d["version"], None, None)
         database = get_database_view(d["system"], d["backend"], version, allow_missing_data=d["mode"] != "SILICON",
                                      database_mode=d["mode"])
@@ -211,6 +229,7 @@ def print_table(rows: list[dict], seconds: float) -> None:
     for r in rows:
         if r["outcome"] in ("differs", "only we miss", "only they miss"):
             where = f"{r['model']} {r['system']} {r['backend']} {r['version']} tp{r['tp']} mtp{r['moe_tp']} ep{r['moe_ep']} " \
+                    f"cp{r.get('cp', 1)} " \
                     f"b{r['batch']} isl{r['isl']} osl{r['osl']} {r['mode']}"
             what = f"{r['worst']} rel {r['rel_err']:.2e}" if r["outcome"] == "differs" else (r.get("ours") or r.get("theirs"))
             print(f"  {r['outcome']:<14} {where}: {what}")
@@ -222,6 +241,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--modes", default="SILICON,HYBRID", help="comma-separated database modes to draw from (also EMPIRICAL, SOL)")
+    ap.add_argument("--cp-share", type=float, default=0.0,
+                    help="share of draws on a context-parallel backend of the model drawn as cp 2 / 4 / 8 (default 0)")
     ap.add_argument("--only", default="", help="comma-separated: restrict to models whose name contains any of these (any case)")
     args = ap.parse_args(argv)
     from perfledger.estimator.session import Estimator, open_source
@@ -236,11 +257,12 @@ def main(argv=None) -> int:
     model_list = [m for m in priced if any(part in m[0].lower() or part == model_config(m[0]).architecture.lower()
                                            for part in wanted)]
     if not model_list:
-        ap.error(f"--only {args.only!r} matches no model the estimator prices; models: {', '.join(m for m, _ in priced)}")
+        ap.error(f"--only {args.only!r} matches no model the estimator prices; models: {', '.join(m for m, *_ in priced)}")
     targets = deployments_targets()
     start, rows = time.perf_counter(), []
+    cp_rng = random.Random(f"cp-{args.seed}") if args.cp_share else None
     for _ in range(args.n):
-        row = run_one(est, draw(rng, model_list, targets, args.modes.split(",")))
+        row = run_one(est, draw(rng, model_list, targets, args.modes.split(","), cp_rng, args.cp_share))
         rows.append(row)
         if args.json:
             print(json.dumps(row), flush=True)
