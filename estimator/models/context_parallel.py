@@ -110,11 +110,11 @@ def split_decode(ops: list, m: PricedModel, d) -> list:
 
 
 def zigzag(op: str, query: dict, scale: float, cp: int, cached: CachedPrefix | None, *, side_ops_once: bool) -> list:
-    """Rank 0's attention under the zigzag split of a pass over `query`'s isl tokens (its cached prefix's where that
-    prices the op): its first chunk of c new query tokens over the cached prefix and the mirrored last chunk over the
-    prompt's first isl - c tokens, each call under the op's models.yaml `cached_prefix` rule at its own length and
-    prefix (the MLA kernel's causal share; a banded layer's window kept); `scale`: the op's scale before any prefix
-    rule; `side_ops_once`: the second call pays no side ops of its own (GQA attention)."""
+    """Rank 0's attention under the zigzag split of a pass over `query`'s isl tokens, `cached`'s prefix of them cached
+    where its rules price the op (else none): its first chunk of c new query tokens over the cached prefix and the
+    mirrored last chunk over the prompt's first isl - c tokens, each call under the op's models.yaml `cached_prefix`
+    rule at its own length and prefix (the MLA kernel's causal share; a banded layer's window kept); `scale`: the op's
+    scale before any prefix rule; `side_ops_once`: the second call pays no side ops of its own (GQA attention)."""
     rule = cached.rules.get(op) if cached else None
     prefix, rule = (cached.prefix, rule) if rule else (0, catalog()["cached_prefix"].get(op))
     if rule is None:
