@@ -56,7 +56,6 @@ def with_prefix(ops: list, prefix: int, isl: int, rules: dict, *, where: str, st
     return map_leaf_ops(ops, leaf)
 
 
-
 @dataclass(frozen=True)
 class CachedPrefix:
     """`prefix` of each sequence's `length` tokens cached, priced per op kind by `rules`; `strict` as `with_prefix`."""
