@@ -58,7 +58,7 @@ def test_mla_line_steps_match_reference_per_op(wheel_est, oracle, model, system,
 def test_mla_line_steps_with_a_cached_prefix_match_reference_per_op(wheel_est, oracle, model, system, backend, version,
                                                                      ours_kw, ref_kw):
     """A cached prefix on the MLA line: the shared pass's MLA block (module, or granular context MLA inside the
-    fallback) over new + cached tokens at the cached part's causal share (steps.cached_causal); a chunk of whole
+    fallback) over new + cached tokens at the cached part's causal share (cached_prefix.causal_prefix); a chunk of whole
     requests, a chunk beside decode requests and a chunk smaller than one request (nothing cached in the pass)."""
     _check_steps(wheel_est, oracle, model, system, backend, version, ours_kw, ref_kw,
                  [(512, 0, 256, 256), (256, 1, 256, 256), (2048, 30, 256, 256), (200, 3, 256, 256)], 128)
