@@ -20,7 +20,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from perfledger.schemas.catalog import check_safe_name
 from perfledger.settings import Location, ObjectLocation, location
 from perfledger.warehouse import objects
-from perfledger.warehouse.journal import LOG, Journal, log_version, pinned_versions
+from perfledger.warehouse.journal import Journal, log_version, pinned_versions
 
 SLICE_COLUMNS = ("system", "backend", "version")
 COMMIT_LABEL = "perfledger."  # prefix of the labels a commit carries in its Delta commitInfo (`perfledger versions`)
@@ -145,7 +145,9 @@ class Warehouse:
 
     @staticmethod
     def _has_log(uri: Location) -> bool:
-        return objects.exists(uri / LOG) if isinstance(uri, ObjectLocation) else (uri / LOG).is_dir()
+        """A committed log: a writer killed between creating `_delta_log` and its first commit leaves the folder
+        without one, which is no table (deltalake refuses to open it; the next write creates it)."""
+        return log_version(uri) is not None
 
     def _visible(self, uri: Location, pins: dict[str, int | None]) -> bool:
         """A table exists for readers: it has a log, and another writer's open unit did not create it."""

@@ -37,7 +37,7 @@ def _assert_passes_equal_pass_ops(m, d: Deploy, batch: int) -> None:
 def test_every_registered_plan_builds_decode_passes_equal_to_pass_ops(sweep):
     """Every wheel model config models.yaml prices (the static sweep's list), each registered plan at least once."""
     checked: dict[str, int] = {}
-    for name, _ in sweep.models():
+    for name, *_ in sweep.models():
         m = load_model(name)
         for d in _deploys(m):
             try:

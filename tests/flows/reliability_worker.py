@@ -15,18 +15,20 @@ from pathlib import Path
 
 def table_versions(root: Path | str) -> dict[str, int | None]:
     """Every Delta table under the root (a folder or an object-store URI) with its version, each fully read
-    (a torn commit would raise)."""
+    (a torn commit would raise); a `_delta_log` without a commit (its writer killed before the first) is no table."""
     from deltalake import DeltaTable
 
     from perfledger.settings import ObjectLocation, location
     from perfledger.warehouse import objects
+    from perfledger.warehouse.journal import log_version
 
     place = location(root)
     if isinstance(place, ObjectLocation):
         names = sorted({key.rsplit("/_delta_log/", 1)[0] for key, _ in objects.listing(place) if "/_delta_log/" in key})
         tables = [(name, DeltaTable(str(place / name), storage_options=place.storage_options)) for name in names]
     else:
-        tables = [(str(log.parent.relative_to(place)), DeltaTable(str(log.parent))) for log in sorted(place.rglob("_delta_log"))]
+        tables = [(str(log.parent.relative_to(place)), DeltaTable(str(log.parent))) for log in sorted(place.rglob("_delta_log"))
+                  if log_version(log.parent) is not None]
     out = {}
     for name, table in tables:
         table.to_pyarrow_table()

@@ -20,7 +20,7 @@ from perfledger.warehouse import objects
 from perfledger.warehouse.ingest import ingest
 from perfledger.warehouse.journal import JOURNAL_NAME, journal_path
 from perfledger.warehouse.lock import run_lock
-from perfledger.warehouse.store import Warehouse
+from perfledger.warehouse.store import Warehouse, WarehouseError
 from tests.flows.reliability_worker import table_versions
 from tests.warehouse.conftest import GEMM_HEADER, H200_VLLM, gemm_frame, gemm_line, write_staging, write_tree_table
 
@@ -153,3 +153,17 @@ def test_a_slice_gaining_a_column_does_not_block_replacing_another(tmp_path: Pat
     assert ingest([str(tree)], warehouse).new_batches == 1
     curated = warehouse.read_curated("gemm_perf").sort("m")
     assert curated["m"].to_list() == [1, 3, 4] and curated["power"].to_list() == [1.0, None, None]
+
+
+def test_a_log_folder_without_a_commit_is_no_table_and_the_next_write_creates_it(tmp_path: Path) -> None:
+    """A writer killed between creating `_delta_log` and its first commit (the kill -9 test met it) leaves an empty
+    log: readers see no table, listings skip it, and the next write makes it version 0."""
+    wh = Warehouse(tmp_path)
+    (tmp_path / "notes" / "_delta_log").mkdir(parents=True)
+    (tmp_path / "curated" / "gemm_perf" / "_delta_log").mkdir(parents=True)
+    assert not wh.has_table("notes") and wh.table_version("notes") is None
+    with pytest.raises(WarehouseError, match="no table 'notes'"):
+        wh.read_table("notes")
+    assert wh.curated_tables() == [] and table_versions(tmp_path) == {}
+    wh.write_table("notes", pl.DataFrame({"x": [1, 2]}))
+    assert wh.has_table("notes") and wh.table_version("notes") == 0 and wh.read_table("notes")["x"].to_list() == [1, 2]
