@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
         without_blas_threads()
         from perfledger.estimator.errors import EstimatorError
         from perfledger.estimator.plan.asked import MODES
-        from perfledger.estimator.plan.question import Question, QuestionError, resolve_version
+        from perfledger.estimator.plan.question import Question, QuestionError
         from perfledger.estimator.plan.search import as_json as plan_json
         from perfledger.estimator.plan.search import plan
         from perfledger.estimator.session import Estimator, open_source
@@ -122,7 +122,7 @@ def register(app: typer.Typer) -> None:
             with paused_gc():  # a bounded search and its rendering (perfledger/gc_pause.py)
                 with progress(len(MODES[mode]), f"planning {' + '.join(MODES[mode])}", quiet=as_json) as bar:
                     est = Estimator(open_source(data, warehouse))
-                    answer = plan(est, resolve_version(est.source, q), MODES[mode], top_n, progress=bar.update)
+                    answer = plan(est, q, MODES[mode], top_n, progress=bar.update)
                 payload = plan_json(answer)
                 if out is not None and answer.best is not None:
                     from perfledger.estimator.models.config import resolve_model
